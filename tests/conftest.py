@@ -1,0 +1,38 @@
+"""Shared fixtures. Statistical tests use fixed sample sizes and tolerances
+chosen so that a correct implementation fails with probability < 1e-4."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest
+
+SHARED_DATA = os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """../shared/data beside the checkout; tests skip without it."""
+    if not os.path.isdir(SHARED_DATA):
+        pytest.skip(f"{SHARED_DATA} is absent (a fresh clone has no "
+                    "../shared); the synthetic corpus covers the logic.")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from tfdptext import models
+
+    return models.load_tokenizer(max_length=16)
+
+
+@pytest.fixture(scope="session")
+def tiny_backbone():
+    """A small randomly initialised BERT over the MiniLM vocabulary."""
+    import keras_hub
+
+    return keras_hub.models.BertBackbone(
+        vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16,
+        intermediate_dim=32, max_sequence_length=64)

@@ -1,0 +1,131 @@
+"""Every layer converts to TFLite with builtins only and unseeded noise."""
+
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
+from scipy import stats
+
+from tfdptext import export
+from tfdptext import layers
+
+TABLE = np.random.default_rng(0).normal(size=(50, 8)).astype(np.float32)
+
+
+def _models():
+    x = keras.Input((16,), name="x")
+    bits = keras.Input((16,), name="x")
+    emb = keras.Input((4, 16), name="x")
+    ids = keras.Input((6,), dtype="int32", name="token_ids")
+    mask = keras.Input((6,), dtype="int32", name="padding_mask")
+    tok = keras.Input((6,), dtype="int32", name="x")
+    dropout = layers.WordDropout(0.5, mask_token_id=3, special_token_ids=[1])
+    return {
+        "laplace": keras.Model(
+            x, layers.LaplaceNoise(1.0)(layers.MinMaxNormalize()(x))),
+        "dchi": keras.Model(emb, layers.DChiNoise(5.0)(emb)),
+        "rr": keras.Model(bits, layers.RandomizedResponse(1.0)(bits)),
+        "word_dropout": keras.Model(
+            {"token_ids": ids, "padding_mask": mask},
+            dropout({"token_ids": ids, "padding_mask": mask})["token_ids"]),
+        "text_to_text": keras.Model(tok, layers.DChiTextPrivatizer(
+            2.0, TABLE, special_token_ids=[0, 1])(tok)),
+    }
+
+
+@pytest.fixture(scope="module")
+def converted():
+    return {name: export.convert(model) for name, model in _models().items()}
+
+
+def _runner(tflite_bytes):
+    interpreter = Interpreter(model_content=tflite_bytes)
+    return interpreter.get_signature_runner()
+
+
+def _feed(name):
+    if name == "word_dropout":
+        return {"token_ids": np.array([[1, 5, 6, 7, 8, 0]], np.int32),
+                "padding_mask": np.array([[1, 1, 1, 1, 1, 0]], np.int32)}
+    if name == "text_to_text":
+        return {"x": np.array([[0, 1, 5, 6, 7, 8]], np.int32)}
+    if name == "dchi":
+        return {"x": np.zeros((1, 4, 16), np.float32)}
+    return {"x": np.full((1, 16), 0.7, np.float32)}
+
+
+@pytest.mark.parametrize("name", ["laplace", "dchi", "rr", "word_dropout",
+                                  "text_to_text"])
+def test_builtins_only_unseeded_and_runs(converted, name):
+    ops = export.check_unseeded_builtins(converted[name])
+    random_ops = [op for op in ops if op.name.startswith("RANDOM")]
+    assert random_ops, "noise must be sampled inside the model"
+    assert all(op.seed == 0 and op.seed2 == 0 for op in random_ops)
+    out = _runner(converted[name])(**_feed(name))
+    assert all(np.isfinite(v).all() for v in out.values())
+
+
+def test_text_to_text_keeps_special_tokens(converted):
+    out = list(_runner(converted["text_to_text"])(**_feed("text_to_text"))
+               .values())[0]
+    assert out[0, 0] == 0 and out[0, 1] == 1
+
+
+def test_two_interpreters_and_invokes_differ(converted):
+    feed = _feed("laplace")
+    a = list(_runner(converted["laplace"])(**feed).values())[0]
+    runner = _runner(converted["laplace"])
+    b = list(runner(**feed).values())[0]
+    c = list(runner(**feed).values())[0]
+    assert not np.array_equal(a, b)
+    assert not np.array_equal(b, c)
+
+
+def test_two_processes_differ(converted, tmp_path):
+    path = tmp_path / "laplace.tflite"
+    path.write_bytes(converted["laplace"])
+    code = (
+        "import numpy as np, sys\n"
+        "from ai_edge_litert.interpreter import Interpreter\n"
+        f"r = Interpreter(model_path={str(path)!r}).get_signature_runner()\n"
+        "out = list(r(x=np.full((1, 16), 0.7, np.float32)).values())[0]\n"
+        "print(','.join(repr(float(v)) for v in out.ravel()))\n")
+    outputs = [subprocess.run([sys.executable, "-c", code], check=True,
+                              capture_output=True, text=True).stdout
+               for _ in range(2)]
+    assert outputs[0] and outputs[0] != outputs[1]
+
+
+def test_tflite_laplace_distribution_matches_layer():
+    x = keras.Input((64,), name="x")
+    model = keras.Model(x, layers.LaplaceNoise(0.5)(x))
+    runner = _runner(export.convert(model))
+    feed = np.full((500, 64), 0.5, np.float32)
+    noise = list(runner(x=feed).values())[0] - 0.5
+    assert stats.kstest(noise.ravel(), stats.laplace(scale=2.0).cdf
+                        ).pvalue > 1e-4
+
+
+def test_tflite_dchi_radius_matches():
+    x = keras.Input((16,), name="x")
+    runner = _runner(export.convert(keras.Model(x, layers.DChiNoise(4.0)(x))))
+    noise = list(runner(x=np.zeros((5000, 16), np.float32)).values())[0]
+    radius = np.linalg.norm(noise, axis=1)
+    assert stats.kstest(radius, stats.gamma(a=16, scale=0.25).cdf
+                        ).pvalue > 1e-4
+
+
+class _SeededNoise(keras.layers.Layer):
+    def call(self, x):
+        return x + tf.random.uniform(tf.shape(x), seed=7)
+
+
+def test_seeded_random_op_is_refused():
+    x = keras.Input((4,), name="x")
+    tflite_bytes = export.convert(keras.Model(x, _SeededNoise()(x)))
+    with pytest.raises(export.ConversionError, match="seeded"):
+        export.check_unseeded_builtins(tflite_bytes)

@@ -1,0 +1,273 @@
+"""Readers for local data files, with errors that name the file and line.
+
+Generic CSV / TSV / JSONL with chosen columns, plus the formats of the data
+under shared/data: the DPNR AG file, GLUE SST-2 TSV and TrustPilot CSV.
+"""
+
+import csv
+import io
+import json
+import os
+
+import numpy as np
+
+from tfdptext.data.examples import DataError
+from tfdptext.data.examples import Examples
+from tfdptext.data.examples import TextDataset
+from tfdptext.data.examples import split_indices
+
+
+def read_text(path):
+    """The file decoded as UTF-8, or DataError naming the bad line."""
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: no such file.")
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataError(
+            f"{path}:{line}: bytes that are not UTF-8 ({err.reason}).") from err
+
+
+def _parse_label(value, path, line, num_classes, offset=0, what="label"):
+    try:
+        label = int(str(value).strip()) - offset
+    except ValueError:
+        raise DataError(
+            f"{path}:{line}: {what} {value!r} is not an integer.") from None
+    if num_classes is not None and not 0 <= label < num_classes:
+        raise DataError(
+            f"{path}:{line}: {what} {value!r} is out of range "
+            f"[{offset}, {num_classes - 1 + offset}].")
+    if label < 0:
+        raise DataError(f"{path}:{line}: {what} {value!r} is negative.")
+    return label
+
+
+def _check_text(text, path, line):
+    if text is None or not str(text).strip():
+        raise DataError(f"{path}:{line}: empty text.")
+    return str(text)
+
+
+def _column_index(header, column, path):
+    if isinstance(column, int):
+        return column
+    if header is None:
+        raise DataError(
+            f"{path}: column {column!r} given by name but the file has no "
+            "header; give its index instead.")
+    if column not in header:
+        raise DataError(
+            f"{path}: no column {column!r}; the header has {header}.")
+    return header.index(column)
+
+
+def read_delimited(path, text_column, label_column, private_columns=(),
+                   delimiter=",", has_header=True, num_classes=None,
+                   label_offset=0, private_num_classes=None):
+    """Reads a CSV/TSV file into Examples.
+
+    Args:
+        text_column, label_column: column names (with a header) or indices.
+        private_columns: names or indices of private-attribute columns.
+        num_classes: labels must be in [0, num_classes) after subtracting
+            `label_offset`.
+        private_num_classes: optional {column: classes} range checks.
+    """
+    rows = csv.reader(io.StringIO(read_text(path), newline=""),
+                      delimiter=delimiter,
+                      quoting=csv.QUOTE_NONE if delimiter == "\t"
+                      else csv.QUOTE_MINIMAL)
+    header = next(rows, None) if has_header else None
+    text_i = _column_index(header, text_column, path)
+    label_i = _column_index(header, label_column, path)
+    private_i = {str(c): _column_index(header, c, path)
+                 for c in private_columns}
+    private_num_classes = private_num_classes or {}
+    texts, labels = [], []
+    private = {name: [] for name in private_i}
+    for row in rows:
+        line = rows.line_num
+        if not row:
+            continue
+        needed = max([text_i, label_i, *private_i.values()])
+        if len(row) <= needed:
+            raise DataError(
+                f"{path}:{line}: {len(row)} columns, expected at least "
+                f"{needed + 1}.")
+        texts.append(_check_text(row[text_i], path, line))
+        labels.append(_parse_label(row[label_i], path, line, num_classes,
+                                   label_offset))
+        for name, i in private_i.items():
+            private[name].append(_parse_label(
+                row[i], path, line, private_num_classes.get(name),
+                what=f"private attribute {name!r}"))
+    if not texts:
+        raise DataError(f"{path}: no examples.")
+    return Examples(texts, labels, private)
+
+
+def read_jsonl(path, text_key, label_key, private_keys=(), num_classes=None):
+    """Reads one JSON object per line into Examples."""
+    texts, labels = [], []
+    private = {k: [] for k in private_keys}
+    for line, raw in enumerate(read_text(path).splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}:{line}: invalid JSON ({err.msg}).") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}:{line}: expected a JSON object.")
+        for key in (text_key, label_key, *private_keys):
+            if key not in record:
+                raise DataError(f"{path}:{line}: no key {key!r}.")
+        texts.append(_check_text(record[text_key], path, line))
+        labels.append(_parse_label(record[label_key], path, line, num_classes))
+        for key in private_keys:
+            private[key].append(_parse_label(
+                record[key], path, line, None,
+                what=f"private attribute {key!r}"))
+    if not texts:
+        raise DataError(f"{path}: no examples.")
+    return Examples(texts, labels, private)
+
+
+def load_files(train_file, test_file, dev_file=None, file_format=None,
+               text_column="text", label_column="label", private_columns=(),
+               has_header=True, num_classes=None, dev_fraction=0.1, seed=0,
+               name="files"):
+    """A TextDataset from generic local files (csv, tsv or jsonl).
+
+    Without `dev_file`, `dev_fraction` of the train file becomes dev (fixed
+    seed).
+    """
+    paths = {"train": train_file, "dev": dev_file, "test": test_file}
+    fmt = file_format or os.path.splitext(train_file)[1].lstrip(".").lower()
+    if fmt not in ("csv", "tsv", "jsonl"):
+        raise DataError(
+            f"`file_format` must be csv, tsv or jsonl; got {fmt!r} for "
+            f"{train_file}.")
+
+    def read(path):
+        if fmt == "jsonl":
+            return read_jsonl(path, text_column, label_column,
+                              private_columns, num_classes)
+        return read_delimited(
+            path, text_column, label_column, private_columns,
+            delimiter="\t" if fmt == "tsv" else ",", has_header=has_header,
+            num_classes=num_classes)
+
+    splits = {s: read(p) for s, p in paths.items() if p}
+    if "dev" not in splits:
+        train = splits["train"]
+        dev_i, train_i = split_indices(len(train),
+                                       [dev_fraction, 1 - dev_fraction], seed)
+        splits["train"], splits["dev"] = train.subset(train_i), train.subset(dev_i)
+    if num_classes is None:
+        num_classes = int(max(e.labels.max() for e in splits.values())) + 1
+    private = {str(c): int(max(e.private[str(c)].max()
+                               for e in splits.values())) + 1
+               for c in private_columns}
+    return TextDataset(name, splits, num_classes, private,
+                       f"local {fmt} files")
+
+
+AG_SEPARATOR = "=" * 20
+AG_ENTITIES = 5
+
+
+def load_ag_dpnr(path):
+    """The DPNR paper's AG subset: `label<TAB>text<TAB>entity ids` lines.
+
+    Three splits (train, dev, test) separated by lines of 20 '='. Private
+    attributes: entity_0 .. entity_4, the presence (0/1) of each of the five
+    person entities.
+    """
+    if os.path.isdir(path):
+        path = os.path.join(path, "ag_data.txt")
+    parts = [[]]
+    for line, raw in enumerate(read_text(path).splitlines(), start=1):
+        if raw.strip() == AG_SEPARATOR:
+            parts.append([])
+            continue
+        if not raw.strip():
+            continue
+        fields = raw.split("\t")
+        if len(fields) != 3:
+            raise DataError(
+                f"{path}:{line}: expected 3 tab-separated fields (label, "
+                f"text, entity ids), found {len(fields)}.")
+        label = _parse_label(fields[0], path, line, 4)
+        text = _check_text(fields[1], path, line)
+        presence = [0] * AG_ENTITIES
+        for token in fields[2].split():
+            entity = _parse_label(token, path, line, AG_ENTITIES,
+                                  what="entity id")
+            presence[entity] = 1
+        parts[-1].append((text, label, presence))
+    parts = [p for p in parts if p]
+    if len(parts) != 3:
+        raise DataError(
+            f"{path}: expected 3 splits separated by '{AG_SEPARATOR}', "
+            f"found {len(parts)}.")
+    splits = {}
+    for split, rows in zip(("train", "dev", "test"), parts):
+        presence = np.array([r[2] for r in rows], dtype=np.int32)
+        splits[split] = Examples(
+            [r[0] for r in rows], [r[1] for r in rows],
+            {f"entity_{i}": presence[:, i] for i in range(AG_ENTITIES)})
+    return TextDataset(
+        "ag_dpnr", splits, 4, {f"entity_{i}": 2 for i in range(AG_ENTITIES)},
+        "DPNR's AG News subset (Lyu et al. 2020) with 5 person entities")
+
+
+def load_sst2(data_dir):
+    """GLUE SST-2 as TSV files `{train,dev,test}.tsv` (header sentence, label)."""
+    splits = {
+        split: read_delimited(os.path.join(data_dir, f"{split}.tsv"),
+                              "sentence", "label", delimiter="\t",
+                              num_classes=2)
+        for split in ("train", "dev", "test")
+    }
+    return TextDataset("sst2", splits, 2, {}, "GLUE SST-2 (test = GLUE dev)")
+
+
+def load_trustpilot(data_dir, seed=0, country=None):
+    """TrustPilot reviews: valid.csv + test.csv pooled, split 8:1:1.
+
+    Columns (no header): text, rating 1-5, gender 0/1, age 0/1, country.
+    Task label: rating - 1 (5 classes). Private: gender, age. `country`
+    (e.g. "united_states", as DPNR's TP-US) keeps one country only.
+    """
+    parts = []
+    for name in ("valid.csv", "test.csv"):
+        path = os.path.join(data_dir, name)
+        ex = read_delimited(path, 0, 1, (2, 3), has_header=False,
+                            num_classes=5, label_offset=1,
+                            private_num_classes={"2": 2, "3": 2})
+        if country is not None:
+            rows = list(csv.reader(io.StringIO(read_text(path), newline="")))
+            keep = [i for i, r in enumerate(r for r in rows if r)
+                    if r[4].strip() == country]
+            ex = ex.subset(keep)
+        parts.append(Examples(ex.texts, ex.labels,
+                              {"gender": ex.private["2"],
+                               "age": ex.private["3"]}))
+    pooled = Examples.concatenate(parts)
+    if len(pooled) < 10:
+        raise DataError(
+            f"{data_dir}: only {len(pooled)} TrustPilot reviews"
+            + (f" for country {country!r}" if country else "") + ".")
+    train_i, dev_i, test_i = split_indices(len(pooled), [0.8, 0.1, 0.1], seed)
+    splits = {"train": pooled.subset(train_i), "dev": pooled.subset(dev_i),
+              "test": pooled.subset(test_i)}
+    return TextDataset(
+        "trustpilot" + (f"_{country}" if country else ""), splits, 5,
+        {"gender": 2, "age": 2},
+        "TrustPilot reviews (Hovy et al. 2015), pooled, split 8:1:1 with "
+        f"seed {seed}")

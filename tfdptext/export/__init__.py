@@ -1,0 +1,6 @@
+"""Export: TFLite conversion and inspection (more in the export issue)."""
+
+from tfdptext.export.tflite import ConversionError
+from tfdptext.export.tflite import check_unseeded_builtins
+from tfdptext.export.tflite import convert
+from tfdptext.export.tflite import operators

@@ -1,0 +1,102 @@
+"""Converting Keras models to TFLite, and checking what a .tflite holds.
+
+Conversion goes through `model.export(..., format="tf_saved_model")` and
+`TFLiteConverter.from_saved_model`: on Keras 3 the concrete-function and
+tf.Module routes convert but silently output NaN (platform notes).
+"""
+
+import dataclasses
+import os
+import tempfile
+
+import tensorflow as tf
+from tensorflow.lite.python import schema_py_generated as schema
+from tensorflow.lite.tools import flatbuffer_utils
+
+_BUILTIN_NAMES = {
+    code: name for name, code in vars(schema.BuiltinOperator).items()
+    if not name.startswith("_")
+}
+RANDOM_OPS = ("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL")
+
+
+class ConversionError(RuntimeError):
+    """The model cannot be converted as asked."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Operator:
+    """One operator of a .tflite graph."""
+
+    name: str
+    builtin: bool
+    seed: int | None = None
+    seed2: int | None = None
+
+    @property
+    def is_seeded_random(self):
+        return self.name in RANDOM_OPS and (self.seed or self.seed2)
+
+
+def convert(model, quantize=False, builtins_only=True):
+    """Converts a Keras model to .tflite bytes.
+
+    Args:
+        model: a built Keras model.
+        quantize: True for dynamic-range int8 weights.
+        builtins_only: refuse any op that would need the Flex delegate.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = os.path.join(tmp, "saved_model")
+        model.export(saved, format="tf_saved_model", verbose=False)
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+        ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        if not builtins_only:
+            ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
+        converter.target_spec.supported_ops = ops
+        if quantize:
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        try:
+            return converter.convert()
+        except Exception as err:  # The converter raises several types.
+            raise ConversionError(
+                f"TFLite conversion with builtins only failed: {err}"
+            ) from err
+
+
+def operators(tflite_bytes):
+    """The operators of every subgraph, with random-op seeds read out."""
+    model = flatbuffer_utils.convert_bytearray_to_object(tflite_bytes)
+    found = []
+    for subgraph in model.subgraphs:
+        for op in subgraph.operators:
+            code = model.operatorCodes[op.opcodeIndex]
+            builtin_code = max(code.builtinCode, code.deprecatedBuiltinCode)
+            if builtin_code == schema.BuiltinOperator.CUSTOM:
+                name = code.customCode.decode() if code.customCode else "?"
+                found.append(Operator(name, builtin=False))
+                continue
+            name = _BUILTIN_NAMES.get(builtin_code, str(builtin_code))
+            seed = seed2 = None
+            if name in RANDOM_OPS and op.builtinOptions is not None:
+                seed = int(getattr(op.builtinOptions, "seed", 0))
+                seed2 = int(getattr(op.builtinOptions, "seed2", 0))
+            found.append(Operator(name, True, seed, seed2))
+    return found
+
+
+def check_unseeded_builtins(tflite_bytes):
+    """Raises ConversionError if any op is custom/Flex or a seeded random op.
+
+    Returns the list of operators otherwise.
+    """
+    ops = operators(tflite_bytes)
+    custom = sorted({op.name for op in ops if not op.builtin})
+    if custom:
+        raise ConversionError(f"Non-builtin ops in the model: {custom}.")
+    seeded = [op for op in ops if op.is_seeded_random]
+    if seeded:
+        raise ConversionError(
+            "The model holds seeded random ops, so every device would draw "
+            f"the same noise: {seeded}. Export without seeds.")
+    return ops

@@ -1,0 +1,22 @@
+"""Privatization mechanisms as Keras layers (TensorFlow backend).
+
+Every layer applies its noise on each call, at inference too, uses only
+unseeded random ops that convert to TFLite builtins, and reports its formal
+guarantee with `guarantee()`.
+"""
+
+from tfdptext.layers.dchi_noise import DChiNoise
+from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
+from tfdptext.layers.laplace_noise import LaplaceNoise
+from tfdptext.layers.min_max_normalize import MinMaxNormalize
+from tfdptext.layers.randomized_response import RandomizedResponse
+from tfdptext.layers.word_dropout import WordDropout
+
+__all__ = [
+    "DChiNoise",
+    "DChiTextPrivatizer",
+    "LaplaceNoise",
+    "MinMaxNormalize",
+    "RandomizedResponse",
+    "WordDropout",
+]

@@ -1,0 +1,58 @@
+"""The base class of the privatization layers."""
+
+import keras
+
+from tfdptext.privacy import guarantee as guarantee_lib
+
+
+class PrivatizationLayer(keras.layers.Layer):
+    """A layer that privatizes its input and states its guarantee.
+
+    Noise is applied whenever the layer is called, in training AND at
+    inference: on the user side, inference is where privacy is needed. Pass
+    `noise=False` only for debugging and parity checks; `guarantee()` then
+    says there is no privacy.
+
+    Computation is in float32 whatever the global dtype policy, so the noise
+    is never sampled in float16.
+    """
+
+    def __init__(self, noise=True, **kwargs):
+        if not isinstance(noise, bool):
+            raise ValueError(f"`noise` must be True or False, got {noise!r}.")
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.noise = noise
+
+    def guarantee(self):
+        """The `tfdptext.privacy.Guarantee` of this layer's output."""
+        if not self.noise:
+            return guarantee_lib.Guarantee.none(
+                self.name, "noise is switched off (noise=False)")
+        return self._guarantee()
+
+    def _guarantee(self):
+        raise NotImplementedError
+
+    @staticmethod
+    def _check_rank(input_shape, min_rank, name="inputs"):
+        rank = len(input_shape)
+        if rank < min_rank:
+            raise ValueError(
+                f"`{name}` must have rank >= {min_rank} (batch, ..., "
+                f"features), received shape {tuple(input_shape)}."
+            )
+        if input_shape[-1] is None:
+            raise ValueError(
+                f"The last dimension of `{name}` must be known, received "
+                f"shape {tuple(input_shape)}."
+            )
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"noise": self.noise})
+        config.pop("dtype", None)
+        return config

@@ -1,0 +1,142 @@
+"""DChiTextPrivatizer: d_chi text-to-text privatization of token ids."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfdptext.layers import base
+from tfdptext.layers import sampling
+from tfdptext.privacy import metric
+from tfdptext.privacy import validation
+
+
+@keras.saving.register_keras_serializable(package="tfdptext")
+class DChiTextPrivatizer(base.PrivatizationLayer):
+    """Replaces each token by the token nearest to its d_chi-noised embedding.
+
+    M(w) = argmin_{w' in candidates} ||phi(w) + z - phi(w')||, z with density
+    ~ exp(-eta ||z||) (Feyisetan et al.; Qu et al. text-to-text). Tokens in
+    `special_token_ids` ([PAD], [CLS], [SEP], [MASK], [UNK], [unused*]) are
+    never output, and pass through unchanged when they are in the input.
+    Exact nearest neighbour in the graph (a matrix product and ARG_MIN), so
+    the layer exports to TFLite; for whole corpora off device, see
+    `tfdptext.offline.DChiCorpusPrivatizer` (FAISS).
+
+    The embedding table is a non-trainable weight: it is saved with the
+    model's weights, not in the config.
+
+    Args:
+        eta: privacy parameter, finite and > 0.
+        embeddings: (vocabulary_size, dim) array, the table phi. May be
+            omitted when `vocabulary_size` and `embedding_dim` are given
+            (the weights are then loaded later, e.g. by `keras.saving`).
+        special_token_ids: ids never output and passed through.
+        embedding_description: what the table is, for the guarantee.
+        noise: False switches noise off (output = input ids).
+
+    Example:
+    >>> table = np.random.randn(100, 16).astype("float32")
+    >>> layer = DChiTextPrivatizer(eta=10.0, embeddings=table,
+    ...                            special_token_ids=[0, 1, 2])
+    >>> layer(np.array([[1, 5, 6, 2, 0]]))  # 1, 2, 0 pass through
+    """
+
+    def __init__(self, eta, embeddings=None, vocabulary_size=None,
+                 embedding_dim=None, special_token_ids=(),
+                 embedding_description="the token embedding table",
+                 noise=True, **kwargs):
+        super().__init__(noise=noise, **kwargs)
+        self.eta = validation.check_positive("eta", eta)
+        self._initial_embeddings = None
+        if embeddings is not None:
+            table = np.asarray(embeddings, dtype=np.float32)
+            if table.ndim != 2:
+                raise ValueError(
+                    "`embeddings` must be 2-D (vocabulary_size, dim), "
+                    f"received shape {table.shape}.")
+            if not np.isfinite(table).all():
+                raise ValueError("`embeddings` must be finite.")
+            self._initial_embeddings = table
+            vocabulary_size, embedding_dim = table.shape
+        if vocabulary_size is None or embedding_dim is None:
+            raise ValueError(
+                "Pass `embeddings`, or both `vocabulary_size` and "
+                "`embedding_dim`.")
+        self.vocabulary_size = validation.check_int(
+            "vocabulary_size", vocabulary_size, minimum=2)
+        self.embedding_dim = validation.check_int(
+            "embedding_dim", embedding_dim)
+        special = sorted({
+            validation.check_int("special_token_ids", i, minimum=0)
+            for i in special_token_ids})
+        if special and special[-1] >= self.vocabulary_size:
+            raise ValueError(
+                "`special_token_ids` must be < vocabulary_size "
+                f"({self.vocabulary_size}), received {special[-1]}.")
+        if len(special) >= self.vocabulary_size:
+            raise ValueError("`special_token_ids` leaves no candidate token.")
+        self.special_token_ids = tuple(special)
+        self.embedding_description = embedding_description
+        is_special = np.zeros([self.vocabulary_size], dtype=bool)
+        is_special[list(self.special_token_ids)] = True
+        self._is_special = is_special
+
+    def build(self, input_shape):
+        if len(input_shape) < 1:
+            raise ValueError(
+                "`inputs` must be token ids of rank >= 1, received shape "
+                f"{tuple(input_shape)}.")
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocabulary_size, self.embedding_dim),
+            initializer="zeros",
+            trainable=False,
+        )
+        if self._initial_embeddings is not None:
+            self.embeddings.assign(self._initial_embeddings)
+            self._initial_embeddings = None
+        super().build(input_shape)
+
+    def nearest_tokens(self, vectors):
+        """Exact nearest candidate token for each row of (N, dim) vectors."""
+        table = tf.convert_to_tensor(self.embeddings)
+        squared_norms = tf.reduce_sum(tf.square(table), axis=-1)
+        scores = squared_norms[None, :] - 2.0 * tf.matmul(
+            vectors, table, transpose_b=True)
+        scores = tf.where(tf.constant(self._is_special)[None, :],
+                          tf.constant(np.inf, tf.float32), scores)
+        return tf.argmin(scores, axis=-1, output_type=tf.int32)
+
+    def call(self, inputs):
+        token_ids = tf.cast(inputs, tf.int32)
+        if not self.noise:
+            return token_ids
+        flat = tf.reshape(token_ids, [-1])
+        clean = tf.gather(self.embeddings, flat)
+        noisy = clean + sampling.dchi(tf.shape(clean), self.eta)
+        private = self.nearest_tokens(noisy)
+        keep = tf.gather(tf.constant(self._is_special), flat)
+        private = tf.where(keep, flat, private)
+        return tf.reshape(private, tf.shape(token_ids))
+
+    def _guarantee(self):
+        return metric.dchi_guarantee(
+            self.eta, self.embedding_dim, self.embedding_description,
+            text_to_text=True)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def compute_output_spec(self, inputs):
+        return keras.KerasTensor(inputs.shape, dtype="int32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "eta": self.eta,
+            "vocabulary_size": self.vocabulary_size,
+            "embedding_dim": self.embedding_dim,
+            "special_token_ids": list(self.special_token_ids),
+            "embedding_description": self.embedding_description,
+        })
+        return config

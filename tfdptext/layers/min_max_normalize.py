@@ -1,0 +1,46 @@
+"""MinMaxNormalize: per-example min-max scaling to [0, 1]."""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="tfdptext")
+class MinMaxNormalize(keras.layers.Layer):
+    """Scales every vector to [0, 1] over its last axis (DPNR Alg. 2, step 3).
+
+    x <- (x - min(x)) / (max(x) - min(x)), per example. A constant vector
+    (max = min) becomes all zeros rather than NaN. The output is clipped to
+    [0, 1] so the sensitivity bound of a following `LaplaceNoise` holds.
+
+    Example:
+    >>> layer = MinMaxNormalize()
+    >>> layer(np.array([[1.0, 3.0, 2.0]])).numpy()
+    array([[0. , 1. , 0.5]], dtype=float32)
+    """
+
+    def __init__(self, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+
+    def build(self, input_shape):
+        if len(input_shape) < 2:
+            raise ValueError(
+                "`inputs` must have rank >= 2 (batch, ..., features), "
+                f"received shape {tuple(input_shape)}."
+            )
+        super().build(input_shape)
+
+    def call(self, inputs):
+        x = tf.cast(inputs, tf.float32)
+        low = tf.reduce_min(x, axis=-1, keepdims=True)
+        span = tf.reduce_max(x, axis=-1, keepdims=True) - low
+        safe_span = tf.where(span > 0.0, span, tf.ones_like(span))
+        return tf.clip_by_value((x - low) / safe_span, 0.0, 1.0)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("dtype", None)
+        return config

@@ -1,0 +1,54 @@
+"""RandomizedResponse: per-bit randomized response on binary embeddings."""
+
+import keras
+import tensorflow as tf
+
+from tfdptext.layers import base
+from tfdptext.privacy import randomized_response as rr
+from tfdptext.privacy import validation
+
+
+@keras.saving.register_keras_serializable(package="tfdptext")
+class RandomizedResponse(base.PrivatizationLayer):
+    """Keeps each bit with probability e^eps / (1 + e^eps), else flips it.
+
+    Inputs are read as bits by thresholding at 0.5 (so a {0, 1} code passes
+    unchanged and nothing else can widen the output range); output bits are
+    float32 0.0 / 1.0. Each bit is flipped independently. The output is
+    epsilon * d_Hamming metric-DP (BRR, Carvalho et al.).
+
+    Args:
+        epsilon: privacy parameter per bit, finite and > 0.
+        noise: False switches noise off (debugging only; no guarantee).
+
+    Example:
+    >>> layer = RandomizedResponse(epsilon=2.0)
+    >>> bits = layer(np.ones((4, 256), "float32"))
+    >>> bits.numpy().mean()  # about e^2 / (1 + e^2) = 0.88
+    """
+
+    def __init__(self, epsilon, noise=True, **kwargs):
+        super().__init__(noise=noise, **kwargs)
+        self.epsilon = validation.check_positive("epsilon", epsilon)
+        self.flip_probability = rr.flip_probability(self.epsilon)
+        self.num_bits = None
+
+    def build(self, input_shape):
+        self._check_rank(input_shape, 2)
+        self.num_bits = int(input_shape[-1])
+        super().build(input_shape)
+
+    def call(self, inputs):
+        bits = tf.cast(tf.cast(inputs, tf.float32) > 0.5, tf.float32)
+        if not self.noise:
+            return bits
+        flip = tf.random.uniform(tf.shape(bits)) < self.flip_probability
+        return tf.where(flip, 1.0 - bits, bits)
+
+    def _guarantee(self):
+        return rr.rr_guarantee(self.epsilon, self.num_bits)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"epsilon": self.epsilon})
+        return config

@@ -1,0 +1,27 @@
+"""Privacy accounting: guarantees and the pure functions behind them.
+
+Nothing here imports TensorFlow; mechanisms live in `tfdptext.layers` and
+report their guarantee through these functions.
+"""
+
+from tfdptext.privacy.dropout import dropout_epsilon
+from tfdptext.privacy.dropout import effective_rate as effective_dropout_rate
+from tfdptext.privacy.dropout import with_dropout
+from tfdptext.privacy.guarantee import Guarantee
+from tfdptext.privacy.guarantee import UNITS
+from tfdptext.privacy.laplace import laplace_guarantee
+from tfdptext.privacy.laplace import laplace_scale
+from tfdptext.privacy.laplace import per_coordinate_epsilon
+from tfdptext.privacy.laplace import to_representation_level
+from tfdptext.privacy.laplace import vector_epsilon
+from tfdptext.privacy.metric import dchi_guarantee
+from tfdptext.privacy.metric import expected_noise_norm
+from tfdptext.privacy.metric import sequence_bound
+from tfdptext.privacy.metric import sequence_distance
+from tfdptext.privacy.privacy_ratio import average_distance
+from tfdptext.privacy.privacy_ratio import matched_epsilon
+from tfdptext.privacy.privacy_ratio import max_distance
+from tfdptext.privacy.privacy_ratio import privacy_ratio
+from tfdptext.privacy.randomized_response import flip_probability
+from tfdptext.privacy.randomized_response import keep_probability
+from tfdptext.privacy.randomized_response import rr_guarantee

@@ -1,0 +1,164 @@
+"""The one type every mechanism uses to state what it guarantees.
+
+A `Guarantee` says which mechanism, its privacy parameter (epsilon for pure
+local DP, eta for metric DP), the unit the parameter refers to, the metric for
+metric DP, delta, how it composes, and any condition it rests on. It renders
+for people (`str`) and machines (`to_json` / `from_json`).
+"""
+
+import dataclasses
+import json
+import math
+
+# Units. The unit is part of the guarantee: "epsilon = 0.05" per coordinate
+# and per representation are very different promises.
+PER_COORDINATE = "per_coordinate"
+PER_REPRESENTATION = "per_representation"
+PER_WORD = "per_word"
+PER_TOKEN = "per_token"
+PER_SEQUENCE = "per_sequence"
+PER_BIT = "per_bit"
+NO_PRIVACY = "none"
+
+UNITS = (
+    PER_COORDINATE,
+    PER_REPRESENTATION,
+    PER_WORD,
+    PER_TOKEN,
+    PER_SEQUENCE,
+    PER_BIT,
+    NO_PRIVACY,
+)
+
+_UNIT_TEXT = {
+    PER_COORDINATE: "per coordinate (neighbouring inputs differ in one "
+    "coordinate of the representation)",
+    PER_REPRESENTATION: "per representation (any two inputs are neighbours)",
+    PER_WORD: "per word (neighbouring inputs differ in one word)",
+    PER_TOKEN: "per token, metric DP",
+    PER_SEQUENCE: "per sequence, metric DP",
+    PER_BIT: "per bit, metric DP over bit vectors",
+    NO_PRIVACY: "no privacy",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Guarantee:
+    """A formal privacy guarantee with its unit.
+
+    Args:
+        mechanism: name of the mechanism, e.g. `"laplace"`, `"dchi"`.
+        parameter: `"epsilon"` (pure/approximate LDP), `"eta"` or
+            `"epsilon"` with a `metric` (metric DP), or `"none"`.
+        value: the parameter's value; `None` when there is no guarantee.
+        unit: one of `UNITS`.
+        metric: for metric DP, the distance d in
+            Pr[M(x) = y] <= exp(value * d(x, x')) Pr[M(x') = y].
+        delta: the delta of (epsilon, delta)-DP; 0 for pure DP.
+        composition: how the guarantee composes or converts.
+        conditions: what the guarantee rests on.
+        details: mechanism parameters (noise scale, dimension, ...).
+
+    Example:
+    >>> g = Guarantee("laplace", "epsilon", 0.5, PER_REPRESENTATION)
+    >>> g.epsilon
+    0.5
+    """
+
+    mechanism: str
+    parameter: str
+    value: float | None
+    unit: str
+    metric: str | None = None
+    delta: float = 0.0
+    composition: str = ""
+    conditions: tuple = ()
+    details: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.unit not in UNITS:
+            raise ValueError(
+                f"`unit` must be one of {UNITS}, received {self.unit!r}."
+            )
+        if self.unit == NO_PRIVACY:
+            if self.value is not None:
+                raise ValueError("A guarantee with unit 'none' has no value.")
+        elif self.value is None or not (self.value >= 0):
+            raise ValueError(
+                f"`value` must be a number >= 0, received {self.value!r}."
+            )
+        if not (0.0 <= self.delta <= 1.0):
+            raise ValueError(f"`delta` must be in [0, 1], got {self.delta}.")
+        object.__setattr__(self, "conditions", tuple(self.conditions))
+
+    @classmethod
+    def none(cls, mechanism, reason):
+        """A statement that no privacy is provided, and why."""
+        return cls(
+            mechanism=mechanism,
+            parameter="none",
+            value=None,
+            unit=NO_PRIVACY,
+            conditions=(reason,),
+        )
+
+    @property
+    def is_private(self):
+        return self.unit != NO_PRIVACY
+
+    @property
+    def is_metric(self):
+        return self.metric is not None
+
+    @property
+    def epsilon(self):
+        """The privacy parameter, whatever its name."""
+        return self.value
+
+    def to_dict(self):
+        out = dataclasses.asdict(self)
+        out["conditions"] = list(self.conditions)
+        if self.value is not None and math.isinf(self.value):
+            out["value"] = "inf"
+        return out
+
+    def to_json(self, **kwargs):
+        return json.dumps(self.to_dict(), sort_keys=True, **kwargs)
+
+    @classmethod
+    def from_dict(cls, data):
+        data = dict(data)
+        if data.get("value") == "inf":
+            data["value"] = math.inf
+        data["conditions"] = tuple(data.get("conditions", ()))
+        data["details"] = dict(data.get("details", {}))
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text):
+        return cls.from_dict(json.loads(text))
+
+    def __str__(self):
+        if not self.is_private:
+            reason = "; ".join(self.conditions)
+            return f"{self.mechanism}: NO privacy guarantee ({reason})."
+        if self.is_metric:
+            head = (
+                f"{self.mechanism}: {self.parameter} = {self.value:g}, "
+                f"{_UNIT_TEXT[self.unit]}: Pr[M(x)=y] <= "
+                f"exp({self.value:g} * d(x, x')) Pr[M(x')=y], "
+                f"d = {self.metric}"
+            )
+        else:
+            head = (
+                f"{self.mechanism}: {self.value:g}-LDP "
+                f"{_UNIT_TEXT[self.unit]}"
+            )
+        if self.delta:
+            head += f", delta = {self.delta:g}"
+        lines = [head + "."]
+        if self.composition:
+            lines.append(f"  Composition: {self.composition}")
+        for condition in self.conditions:
+            lines.append(f"  Condition: {condition}")
+        return "\n".join(lines)

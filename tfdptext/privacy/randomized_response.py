@@ -1,0 +1,55 @@
+"""Accounting for binary randomized response on bit vectors (BRR).
+
+Each bit is kept with probability e^eps / (1 + e^eps) and flipped otherwise,
+independently. One bit is eps-LDP; an n-bit vector is eps * d_Hamming metric
+DP (Carvalho et al., Theorem 1), i.e. at most (n * eps)-LDP for arbitrary
+vectors. Nearest-neighbour decoding to a word is post-processing.
+"""
+
+import math
+
+from tfdptext.privacy import guarantee as guarantee_lib
+from tfdptext.privacy import validation
+
+
+def keep_probability(epsilon):
+    """e^eps / (1 + e^eps), computed without overflow."""
+    epsilon = validation.check_positive("epsilon", epsilon)
+    return 1.0 / (1.0 + math.exp(-epsilon))
+
+
+def flip_probability(epsilon):
+    """1 / (1 + e^eps)."""
+    epsilon = validation.check_positive("epsilon", epsilon)
+    return 1.0 / (1.0 + math.exp(epsilon))
+
+
+def rr_guarantee(epsilon, num_bits=None, decoded_to_words=False):
+    """The guarantee of per-bit randomized response on a bit vector."""
+    epsilon = validation.check_positive("epsilon", epsilon)
+    details = {"flip_probability": flip_probability(epsilon)}
+    composition = (
+        "an n-bit vector is eps * d_Hamming metric DP; two arbitrary n-bit "
+        "vectors: (n * eps)-LDP"
+    )
+    if num_bits is not None:
+        num_bits = validation.check_int("num_bits", num_bits)
+        details["num_bits"] = num_bits
+        composition = (
+            f"two {num_bits}-bit vectors at Hamming distance h: exp({epsilon:g}"
+            f" * h); arbitrary vectors: {num_bits * epsilon:g}-LDP"
+        )
+    conditions = ["bits are flipped independently with fresh randomness"]
+    if decoded_to_words:
+        conditions.append(
+            "output = word with the nearest binary code (post-processing)")
+    return guarantee_lib.Guarantee(
+        mechanism="randomized_response",
+        parameter="epsilon",
+        value=epsilon,
+        unit=guarantee_lib.PER_BIT,
+        metric="Hamming distance between the binary codes",
+        composition=composition,
+        conditions=tuple(conditions),
+        details=details,
+    )
