@@ -213,6 +213,15 @@ def test_text_privatizer_large_eta_keeps_tokens():
     np.testing.assert_array_equal(layer(ids).numpy(), ids)
 
 
+def test_text_privatizer_first_built_inside_tf_function():
+    import tensorflow as tf
+
+    layer = layers.DChiTextPrivatizer(1e5, TABLE, special_token_ids=SPECIAL)
+    ids = tf.constant(np.arange(4, 60, dtype=np.int32)[None, :])
+    np.testing.assert_array_equal(tf.function(layer)(ids).numpy(),
+                                  ids.numpy())
+
+
 def test_text_privatizer_nearest_matches_faiss_offline():
     from tfdptext import offline
 

@@ -86,15 +86,19 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
             raise ValueError(
                 "`inputs` must be token ids of rank >= 1, received shape "
                 f"{tuple(input_shape)}.")
+        table = self._initial_embeddings
+        # The table is the variable's initial value (not an assign after
+        # creation), so it is in place even when the layer is first built
+        # while tracing a tf.function.
+        initializer = "zeros" if table is None else (
+            lambda shape, dtype=None: tf.constant(table, dtype=dtype))
         self.embeddings = self.add_weight(
             name="embeddings",
             shape=(self.vocabulary_size, self.embedding_dim),
-            initializer="zeros",
+            initializer=initializer,
             trainable=False,
         )
-        if self._initial_embeddings is not None:
-            self.embeddings.assign(self._initial_embeddings)
-            self._initial_embeddings = None
+        self._initial_embeddings = None
         super().build(input_shape)
 
     def nearest_tokens(self, vectors):
