@@ -104,6 +104,18 @@ def _classifier(representation, num_classes, dropout, hidden_units=()):
     return keras.layers.Dense(num_classes, name="logits")(x)
 
 
+def _server_and_model(inputs, user, server_inputs, representation,
+                      num_classes, classifier_dropout, hidden_units):
+    """The server model on `representation`, and server(user(inputs))."""
+    server = keras.Model(
+        server_inputs,
+        _classifier(representation, num_classes, classifier_dropout,
+                    hidden_units),
+        name="server_side")
+    model = keras.Model(inputs, server(user(inputs)), name="split_classifier")
+    return server, model
+
+
 def _as_list(privatizers):
     if privatizers is None:
         return []
@@ -148,11 +160,9 @@ def sequence_representation_split(backbone, num_classes, privatizers=None,
         x = layer(x)
     user = keras.Model(inputs, x, name="user_side")
     released = keras.Input((x.shape[-1],), name="private_representation")
-    server = keras.Model(
-        released,
-        _classifier(released, num_classes, classifier_dropout, hidden_units),
-        name="server_side")
-    model = keras.Model(inputs, server(user(inputs)), name="split_classifier")
+    server, model = _server_and_model(inputs, user, released, released,
+                                      num_classes, classifier_dropout,
+                                      hidden_units)
     return SplitModel(user, server, model, SEQUENCE, _noise_layer(layers),
                       input_dropout)
 
@@ -194,11 +204,9 @@ def token_representation_split(backbone, num_classes, privatizer,
         backbone, server_inputs["token_embeddings"],
         server_inputs["segment_ids"], server_inputs["padding_mask"])
     x = _pool(backbone, x, server_inputs["padding_mask"], pooling)
-    server = keras.Model(
-        server_inputs,
-        _classifier(x, num_classes, classifier_dropout, hidden_units),
-        name="server_side")
-    model = keras.Model(inputs, server(user(inputs)), name="split_classifier")
+    server, model = _server_and_model(inputs, user, server_inputs, x,
+                                      num_classes, classifier_dropout,
+                                      hidden_units)
     return SplitModel(user, server, model, TOKEN, privatizer)
 
 
@@ -216,11 +224,9 @@ def text_to_text_split(backbone, num_classes, privatizer, pooling="mean",
     encoded = backbone(server_inputs)
     x = _pool(backbone, encoded["sequence_output"],
               server_inputs["padding_mask"], pooling)
-    server = keras.Model(
-        server_inputs,
-        _classifier(x, num_classes, classifier_dropout, hidden_units),
-        name="server_side")
-    model = keras.Model(inputs, server(user(inputs)), name="split_classifier")
+    server, model = _server_and_model(inputs, user, server_inputs, x,
+                                      num_classes, classifier_dropout,
+                                      hidden_units)
     return SplitModel(user, server, model, TEXT_TO_TEXT, privatizer)
 
 

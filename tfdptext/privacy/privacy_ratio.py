@@ -73,20 +73,24 @@ def _euclidean_block(points, start, stop, sq_norms):
     return np.sqrt(np.maximum(sq, 0.0))
 
 
+def _sampled_distances(points, metric, num_samples, seed, minimum):
+    num_samples = validation.check_int("num_samples", num_samples, minimum)
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, points.shape[0], num_samples)
+    j = rng.integers(0, points.shape[0], num_samples)
+    return _pair_distances(points, metric, i, j)
+
+
 def average_distance(points, metric="euclidean", num_samples=None, seed=0,
                      block_size=1024):
     """P_d^avg, exact (default) or from `num_samples` sampled pairs."""
     points = _check_points(points, metric)
     v = points.shape[0]
     if num_samples is not None:
-        num_samples = validation.check_int("num_samples", num_samples, 2)
-        rng = np.random.default_rng(seed)
-        i = rng.integers(0, v, num_samples)
-        j = rng.integers(0, v, num_samples)
-        d = _pair_distances(points, metric, i, j)
+        d = _sampled_distances(points, metric, num_samples, seed, 2)
         return DistanceStatistic(
-            "average", metric, float(d.mean()), False, num_samples,
-            std_error=float(d.std(ddof=1) / math.sqrt(num_samples)))
+            "average", metric, float(d.mean()), False, len(d),
+            std_error=float(d.std(ddof=1) / math.sqrt(len(d))))
     if metric == "hamming":
         ones = points.sum(axis=0, dtype=np.int64)
         total = float(np.sum(2 * ones * (v - ones)))
@@ -105,13 +109,9 @@ def max_distance(points, metric="euclidean", num_samples=None, seed=0,
     points = _check_points(points, metric)
     v = points.shape[0]
     if num_samples is not None:
-        num_samples = validation.check_int("num_samples", num_samples, 1)
-        rng = np.random.default_rng(seed)
-        i = rng.integers(0, v, num_samples)
-        j = rng.integers(0, v, num_samples)
-        d = _pair_distances(points, metric, i, j)
+        d = _sampled_distances(points, metric, num_samples, seed, 1)
         return DistanceStatistic("max", metric, float(d.max()), False,
-                                 num_samples, is_lower_bound=True)
+                                 len(d), is_lower_bound=True)
     if metric == "hamming":
         return DistanceStatistic("max", metric,
                                  float(_max_hamming(points)), True, v * v)
