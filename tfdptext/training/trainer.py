@@ -1,0 +1,203 @@
+"""Training a split model with Keras `fit`, resumable, with a metrics file.
+
+Output directory layout:
+    config.json          the TrainConfig (a different run here is refused)
+    backup/              BackupAndRestore state while training (resume)
+    best.weights.h5      weights of the epoch with the lowest dev loss
+    logs/                TensorBoard
+    user_side.keras      the on-device model (privatization layer inside)
+    server_side.keras    the server model (input: the release only)
+    split.json           split point, guarantee, tokenizer settings
+    metrics.json         accuracies, sizes, speed, guarantee, versions
+"""
+
+import json
+import os
+import platform
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfdptext import data as data_lib
+from tfdptext import models
+from tfdptext.training.builder import build_split
+from tfdptext.training.config import TrainConfig
+from tfdptext.version import __version__
+
+CONFIG = "config.json"
+METRICS = "metrics.json"
+SPLIT = "split.json"
+USER = "user_side.keras"
+SERVER = "server_side.keras"
+BEST = "best.weights.h5"
+
+
+class RunDirectoryError(ValueError):
+    """The output directory holds a different run."""
+
+
+def prepare_output_dir(output_dir, config):
+    """Creates the directory, or checks that it holds this same run."""
+    path = os.path.join(output_dir, CONFIG)
+    if os.path.exists(path):
+        with open(path) as f:
+            previous = TrainConfig.from_dict(json.load(f))
+        if previous.run_identity() != config.run_identity():
+            changed = sorted(k for k, v in config.run_identity().items()
+                             if previous.run_identity().get(k) != v)
+            raise RunDirectoryError(
+                f"{output_dir} holds a different run (fields that differ: "
+                f"{changed}); choose another --output_dir or remove it.")
+    elif os.path.isdir(output_dir) and os.listdir(output_dir):
+        raise RunDirectoryError(
+            f"{output_dir} is not empty and holds no tfdptext run; choose "
+            "another --output_dir.")
+    os.makedirs(output_dir, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(config.to_json())
+    os.replace(tmp, path)
+
+
+def _batches(tokenizer, dataset, split, batch_size, shuffle, seed,
+             max_examples=None):
+    ds = dataset.tf_dataset(split)
+    if max_examples:
+        ds = ds.take(max_examples)
+    if shuffle:
+        ds = ds.shuffle(10000, seed=seed, reshuffle_each_iteration=True)
+    return tokenizer.encode_dataset(ds, batch_size).map(
+        lambda features, label, private: (features, label)).prefetch(
+            tf.data.AUTOTUNE)
+
+
+class _Throughput(keras.callbacks.Callback):
+    """Examples per second over the training batches (first epoch's first
+    batch, which includes tracing, excluded)."""
+
+    def __init__(self, batch_size):
+        super().__init__()
+        self.batch_size = batch_size
+        self.seconds = 0.0
+        self.examples = 0
+        self._start = None
+        self._first = True
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._first:
+            self._first = False
+            return
+        self.seconds += time.perf_counter() - self._start
+        self.examples += self.batch_size
+
+    @property
+    def examples_per_second(self):
+        return self.examples / self.seconds if self.seconds else None
+
+
+def _versions():
+    import keras_hub
+
+    return {"tfdptext": __version__, "tensorflow": tf.__version__,
+            "keras": keras.__version__, "keras_hub": keras_hub.__version__,
+            "python": platform.python_version()}
+
+
+def _accuracy(model, batches):
+    logits, labels = [], []
+    for features, label in batches:
+        logits.append(model(features, training=False).numpy())
+        labels.append(label.numpy())
+    predicted = np.concatenate(logits).argmax(axis=1)
+    return float((predicted == np.concatenate(labels)).mean())
+
+
+def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
+    """Trains `config` into `output_dir`; resumes a killed run there.
+
+    Returns the metrics dict (also written to metrics.json).
+    """
+    config.validate()
+    prepare_output_dir(output_dir, config)
+    if dataset is None:
+        dataset = data_lib.load_dataset(config.dataset,
+                                        data_dir=config.data_dir)
+    if tf.config.list_physical_devices("GPU"):
+        keras.mixed_precision.set_global_policy("mixed_float16")
+    keras.utils.set_random_seed(config.seed)  # init and shuffling only
+    tokenizer = models.load_tokenizer(config.preset, config.max_length)
+    backbone = models.load_backbone(config.preset)
+    split = build_split(config, backbone, tokenizer, dataset.num_classes)
+    model = split.model
+    model.compile(
+        optimizer=keras.optimizers.AdamW(config.learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"])
+    train_batches = _batches(tokenizer, dataset, "train", config.batch_size,
+                             True, config.seed, config.max_train_examples)
+    dev_batches = _batches(tokenizer, dataset, "dev", config.batch_size,
+                           False, config.seed)
+    test_batches = _batches(tokenizer, dataset, "test", config.batch_size,
+                            False, config.seed)
+    throughput = _Throughput(config.batch_size)
+    callbacks = [
+        keras.callbacks.BackupAndRestore(os.path.join(output_dir, "backup")),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(output_dir, BEST), monitor="val_loss",
+            save_best_only=True, save_weights_only=True),
+        keras.callbacks.TensorBoard(os.path.join(output_dir, "logs")),
+        throughput,
+        *extra_callbacks,
+    ]
+    start = time.perf_counter()
+    history = model.fit(train_batches, validation_data=dev_batches,
+                        epochs=config.epochs, callbacks=callbacks,
+                        verbose=verbose)
+    wall = time.perf_counter() - start
+    model.load_weights(os.path.join(output_dir, BEST))
+    split.user.save(os.path.join(output_dir, USER))
+    split.server.save(os.path.join(output_dir, SERVER))
+    guarantee = split.guarantee(max_tokens=config.max_length - 2)
+    with open(os.path.join(output_dir, SPLIT), "w") as f:
+        json.dump({"split_point": split.split_point,
+                   "guarantee": guarantee.to_dict(),
+                   "tokenizer": tokenizer.config(),
+                   "frozen_user_side": config.frozen_user_side}, f,
+                  indent=2)
+    metrics = {
+        "mode": config.mode,
+        "mechanism": config.mechanism,
+        "parameters": {"epsilon": config.epsilon, "eta": config.eta,
+                       "sensitivity": config.sensitivity,
+                       "dropout_rate": config.dropout_rate},
+        "guarantee": guarantee.to_dict(),
+        "guarantee_text": str(guarantee),
+        "dataset": dataset.name,
+        "sizes": {"train": min(len(dataset.splits["train"]),
+                               config.max_train_examples or 10**12),
+                  "dev": len(dataset.splits["dev"]),
+                  "test": len(dataset.splits["test"])},
+        "dev_accuracy": _accuracy(model, dev_batches),
+        "test_accuracy": _accuracy(model, test_batches),
+        "epochs": config.epochs,
+        "epochs_run_this_session": len(history.history.get("loss", [])),
+        "history": {k: [float(v) for v in vals]
+                    for k, vals in history.history.items()},
+        "train_examples_per_second": throughput.examples_per_second,
+        "wall_time_seconds": wall,
+        "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU",
+        "preset": config.preset,
+        "max_length": config.max_length,
+        "batch_size": config.batch_size,
+        "versions": _versions(),
+    }
+    tmp = os.path.join(output_dir, METRICS + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(metrics, f, indent=2)
+    os.replace(tmp, os.path.join(output_dir, METRICS))
+    return metrics
