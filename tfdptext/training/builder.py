@@ -17,7 +17,8 @@ def build_split(config, backbone, tokenizer, num_classes):
       whole model.
     """
     description = f"{config.preset} token embeddings"
-    common = dict(pooling=config.pooling, sequence_length=config.max_length)
+    # Variable length: batches are trimmed to their longest text.
+    common = dict(pooling=config.pooling, sequence_length=None)
     if config.mode in ("none", "robust", "seq_rep"):
         privatizers = []
         if config.mechanism == "laplace":
