@@ -37,11 +37,12 @@ class TrainConfig:
     data_dir: str | None = None
     preset: str = "minilm"
     max_length: int = 64
-    batch_size: int = 32
+    batch_size: int | None = None  # None: 32 on CPU, 128 on a GPU
     epochs: int = 1
     learning_rate: float = 5e-5
     pooling: str = "mean"
     max_train_examples: int | None = None
+    max_dev_examples: int | None = None
     seed: int = 0
 
     def validate(self):
@@ -92,13 +93,14 @@ class TrainConfig:
             raise ValueError("`dropout_rate` > 0 (word dropout) applies to "
                              "modes robust and seq_rep only.")
         validation.check_int("max_length", self.max_length, 8)
-        validation.check_int("batch_size", self.batch_size, 1)
+        if self.batch_size is not None:
+            validation.check_int("batch_size", self.batch_size, 1)
         validation.check_int("epochs", self.epochs, 1)
         validation.check_positive("learning_rate", self.learning_rate)
         validation.check_choice("pooling", self.pooling, ("mean", "cls"))
-        if self.max_train_examples is not None:
-            validation.check_int("max_train_examples",
-                                 self.max_train_examples, 1)
+        for name in ("max_train_examples", "max_dev_examples"):
+            if getattr(self, name) is not None:
+                validation.check_int(name, getattr(self, name), 1)
         return self
 
     @property

@@ -32,6 +32,8 @@ SPLIT = "split.json"
 USER = "user_side.keras"
 SERVER = "server_side.keras"
 BEST = "best.weights.h5"
+CPU_BATCH_SIZE = 32
+GPU_BATCH_SIZE = 128
 
 
 class RunDirectoryError(ValueError):
@@ -129,12 +131,15 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
 
     Returns the metrics dict (also written to metrics.json).
     """
+    gpu = bool(tf.config.list_physical_devices("GPU"))
+    if config.batch_size is None:
+        config.batch_size = GPU_BATCH_SIZE if gpu else CPU_BATCH_SIZE
     config.validate()
     prepare_output_dir(output_dir, config)
     if dataset is None:
         dataset = data_lib.load_dataset(config.dataset,
                                         data_dir=config.data_dir)
-    if tf.config.list_physical_devices("GPU"):
+    if gpu:
         keras.mixed_precision.set_global_policy("mixed_float16")
     keras.utils.set_random_seed(config.seed)  # init and shuffling only
     tokenizer = models.load_tokenizer(config.preset, config.max_length)
@@ -148,7 +153,7 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     train_batches = _batches(tokenizer, dataset, "train", config.batch_size,
                              True, config.seed, config.max_train_examples)
     dev_batches = _batches(tokenizer, dataset, "dev", config.batch_size,
-                           False, config.seed)
+                           False, config.seed, config.max_dev_examples)
     test_batches = _batches(tokenizer, dataset, "test", config.batch_size,
                             False, config.seed)
     throughput = _Throughput(config.batch_size)
@@ -187,7 +192,8 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
         "dataset": dataset.name,
         "sizes": {"train": min(len(dataset.splits["train"]),
                                config.max_train_examples or 10**12),
-                  "dev": len(dataset.splits["dev"]),
+                  "dev": min(len(dataset.splits["dev"]),
+                             config.max_dev_examples or 10**12),
                   "test": len(dataset.splits["test"])},
         "dev_accuracy": _accuracy(model, dev_batches),
         "test_accuracy": _accuracy(model, test_batches),
@@ -197,7 +203,8 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
                     for k, vals in history.history.items()},
         "train_examples_per_second": throughput.examples_per_second,
         "wall_time_seconds": wall,
-        "device": "GPU" if tf.config.list_physical_devices("GPU") else "CPU",
+        "device": "GPU" if gpu else "CPU",
+        "mixed_precision": gpu,
         "preset": config.preset,
         "max_length": config.max_length,
         "batch_size": config.batch_size,
