@@ -13,6 +13,7 @@ import pytest
 from tfdptext import data
 from tfdptext import training
 from tfdptext.layers import base as layers_base
+from tfdptext.training import trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -116,9 +117,14 @@ def test_resume_after_interrupt(tiny_preset, corpus, tmp_path):
         training.train(config, out, dataset=corpus, verbose=0,
                        extra_callbacks=[_Interrupt()])
     assert os.path.isdir(os.path.join(out, "backup"))
+    first_best = trainer.read_best(os.path.join(out, trainer.BEST_RECORD))
+    assert first_best is not None
     metrics = training.train(_config(tiny_preset, mode="none", epochs=3),
                              out, dataset=corpus, verbose=0)
     assert metrics["epochs_run_this_session"] == 2  # epoch 1 was kept
+    best = trainer.read_best(os.path.join(out, trainer.BEST_RECORD))
+    assert best == pytest.approx(
+        min([first_best] + metrics["history"]["val_loss"]))
 
 
 def test_different_run_in_same_dir_refused(tiny_preset, corpus, tmp_path):

@@ -4,6 +4,7 @@ Output directory layout:
     config.json          the TrainConfig (a different run here is refused)
     backup/              BackupAndRestore state while training (resume)
     best.weights.h5      weights of the epoch with the lowest dev loss
+    best.json            that loss and epoch (kept across a resume)
     logs/                TensorBoard
     user_side.keras      the on-device model (privatization layer inside)
     server_side.keras    the server model (input: the release only)
@@ -32,6 +33,7 @@ SPLIT = "split.json"
 USER = "user_side.keras"
 SERVER = "server_side.keras"
 BEST = "best.weights.h5"
+BEST_RECORD = "best.json"
 CPU_BATCH_SIZE = 32
 GPU_BATCH_SIZE = 128
 
@@ -109,6 +111,33 @@ class _Throughput(keras.callbacks.Callback):
         return self.examples / self.seconds if self.seconds else None
 
 
+class _BestRecord(keras.callbacks.Callback):
+    """Keeps the best dev loss in best.json, so that a resumed run's
+    ModelCheckpoint starts from it instead of forgetting it."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+        self.best = read_best(path)
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("val_loss")
+        if loss is not None and (self.best is None or loss < self.best):
+            self.best = float(loss)
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump({"val_loss": self.best, "epoch": epoch}, f)
+            os.replace(tmp, self.path)
+
+
+def read_best(path):
+    """The best dev loss recorded in best.json, or None."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return float(json.load(f)["val_loss"])
+
+
 def _versions():
     import keras_hub
 
@@ -157,11 +186,14 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     test_batches = _batches(tokenizer, dataset, "test", config.batch_size,
                             False, config.seed)
     throughput = _Throughput(config.batch_size)
+    best_record = _BestRecord(os.path.join(output_dir, BEST_RECORD))
     callbacks = [
         keras.callbacks.BackupAndRestore(os.path.join(output_dir, "backup")),
         keras.callbacks.ModelCheckpoint(
             os.path.join(output_dir, BEST), monitor="val_loss",
-            save_best_only=True, save_weights_only=True),
+            save_best_only=True, save_weights_only=True,
+            initial_value_threshold=best_record.best),
+        best_record,
         keras.callbacks.TensorBoard(os.path.join(output_dir, "logs")),
         throughput,
         *extra_callbacks,
