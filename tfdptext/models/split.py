@@ -169,6 +169,17 @@ def sequence_representation_split(backbone, num_classes, privatizers=None,
                       input_dropout)
 
 
+def _passthrough(inputs):
+    """Padding mask and segment ids, released as they are.
+
+    They go through Identity layers: a functional model whose outputs are
+    its own inputs cannot be called inside another model (the phone
+    wrapper at export) and stay connected.
+    """
+    return {name: keras.layers.Identity(name=f"released_{name}")(
+        inputs[name]) for name in ("padding_mask", "segment_ids")}
+
+
 def encode_token_embeddings(backbone, token_embeddings, segment_ids,
                             padding_mask):
     """The backbone's forward pass from token embeddings on."""
@@ -193,9 +204,7 @@ def token_representation_split(backbone, num_classes, privatizer,
     _check(num_classes, pooling, classifier_dropout)
     inputs = feature_inputs(sequence_length)
     noisy = privatizer(backbone.token_embedding(inputs["token_ids"]))
-    released = {"token_embeddings": noisy,
-                "padding_mask": inputs["padding_mask"],
-                "segment_ids": inputs["segment_ids"]}
+    released = {"token_embeddings": noisy, **_passthrough(inputs)}
     user = keras.Model(inputs, released, name="user_side")
     server_inputs = {
         "token_embeddings": keras.Input(
@@ -219,8 +228,7 @@ def text_to_text_split(backbone, num_classes, privatizer, pooling="mean",
     _check(num_classes, pooling, classifier_dropout)
     inputs = feature_inputs(sequence_length)
     released = {"token_ids": privatizer(inputs["token_ids"]),
-                "padding_mask": inputs["padding_mask"],
-                "segment_ids": inputs["segment_ids"]}
+                **_passthrough(inputs)}
     user = keras.Model(inputs, released, name="user_side")
     server_inputs = feature_inputs(sequence_length)
     encoded = backbone(server_inputs)

@@ -1,0 +1,187 @@
+"""Export: TFLite user model + SavedModel server, checks and round trip."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
+
+from tfdptext import data
+from tfdptext import serving
+from tfdptext import training
+from tfdptext.export import exporter
+from tfdptext.export import tflite
+from tfdptext.export.local import ExportedPipeline
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_backbone):
+    """Two tiny trained runs: non-private (parity) and robust (noise)."""
+    from tfdptext import models
+
+    base = tmp_path_factory.mktemp("export")
+    preset = str(base / "preset")
+    tiny_backbone.save_to_preset(preset)
+    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), preset)
+    corpus = data.load_synthetic(num_examples=400)
+    out = {}
+    for mode, kwargs in (("none", {}), ("robust", {"epsilon": 2.0})):
+        config = training.TrainConfig(mode=mode, preset=preset, max_length=16,
+                                      batch_size=32, epochs=2,
+                                      learning_rate=3e-3, **kwargs)
+        out[mode] = str(base / mode)
+        training.train(config, out[mode], dataset=corpus, verbose=0)
+    out["base"] = base
+    out["corpus"] = corpus
+    return out
+
+
+def _keras_reference(run_dir, texts):
+    import keras
+
+    from tfdptext import models
+
+    config = json.load(open(os.path.join(run_dir, "config.json")))
+    features = models.load_tokenizer(config["preset"],
+                                     config["max_length"])(texts)
+    user = keras.models.load_model(os.path.join(run_dir, "user_side.keras"))
+    server = keras.models.load_model(
+        os.path.join(run_dir, "server_side.keras"))
+    released = user.predict(features, verbose=0)
+    return released, server.predict(released, verbose=0).argmax(axis=1)
+
+
+def _cosine(a, b):
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1)
+                              * np.linalg.norm(b, axis=-1))
+
+
+def test_float32_parity_with_keras(runs):
+    out = str(runs["base"] / "exp_f32")
+    exporter.export_run(runs["none"], out, quantization="float32")
+    texts = runs["corpus"].splits["dev"].texts
+    pipeline = ExportedPipeline(out)
+    released = pipeline.privatize(texts)["private_representation"]
+    reference, labels = _keras_reference(runs["none"], texts)
+    assert _cosine(released, reference).min() >= 0.9999
+    np.testing.assert_array_equal(pipeline.serve(
+        {"private_representation": released})["label"], labels)
+
+
+def test_int8_labels_agree(runs):
+    out = str(runs["base"] / "exp_int8")
+    manifest = exporter.export_run(runs["none"], out)
+    assert manifest["user"]["quantization"] == "int8"
+    texts = runs["corpus"].splits["dev"].texts
+    labels = ExportedPipeline(out).predict(texts)["label"]
+    _, reference = _keras_reference(runs["none"], texts)
+    assert (labels == reference).mean() >= 0.99
+
+
+def test_robust_export_builtins_unseeded_fresh_noise(runs):
+    out = str(runs["base"] / "exp_robust")
+    manifest = exporter.export_run(runs["robust"], out)
+    path = os.path.join(out, "user", "privatizer.tflite")
+    ops = tflite.check_unseeded_builtins(open(path, "rb").read())
+    assert any(op.name == "RANDOM_UNIFORM" for op in ops)
+    assert manifest["guarantee"]["unit"] == "per_coordinate"
+    feed = {"token_ids": np.array([[101, 2307, 2326, 102] + [0] * 12],
+                                  np.int32),
+            "padding_mask": np.array([[1] * 4 + [0] * 12], np.int32)}
+    outputs = []
+    for _ in range(2):  # two interpreters, plain (no Flex delegate)
+        runner = Interpreter(model_path=path).get_signature_runner()
+        outputs.append(runner(**feed)["private_representation"])
+    assert not np.array_equal(outputs[0], outputs[1])
+    for name, info in manifest["files"].items():
+        assert os.path.getsize(os.path.join(out, name)) == info["bytes"]
+    assert manifest["files"]["user/privatizer.tflite"]["sha256"] == \
+        exporter._sha256(path)
+
+
+def test_server_signature_names_and_shape_check(runs):
+    out = str(runs["base"] / "exp_sig")
+    manifest = exporter.export_run(runs["robust"], out)
+    loaded = tf.saved_model.load(os.path.join(out,
+                                              manifest["server"]["path"]))
+    signature = loaded.signatures["serving_default"]
+    _, inputs = signature.structured_input_signature
+    assert list(inputs) == ["private_representation"]
+    assert inputs["private_representation"].shape.as_list() == [None, 16]
+    assert inputs["private_representation"].dtype == tf.float32
+    outputs = signature.structured_outputs
+    assert set(outputs) == {"probabilities", "label"}
+    assert outputs["label"].dtype == tf.int32
+    result = signature(private_representation=tf.zeros((3, 16)))
+    assert result["probabilities"].shape == (3, 2)
+    with pytest.raises((ValueError, TypeError, tf.errors.InvalidArgumentError)):
+        signature(private_representation=tf.zeros((3, 15)))
+
+
+def test_bad_inputs_write_nothing(runs, tmp_path, monkeypatch):
+    existing = tmp_path / "exists"
+    existing.mkdir()
+    with pytest.raises(exporter.ExportError, match="exists"):
+        exporter.export_run(runs["none"], str(existing))
+    with pytest.raises(exporter.ExportError, match="user/server split"):
+        exporter.export_run(str(tmp_path), str(tmp_path / "a"))
+    old = tmp_path / "old_run"
+    shutil.copytree(runs["none"], old)
+    metrics = json.load(open(old / "metrics.json"))
+    metrics["versions"]["tfdptext"] = "0.0.1"
+    json.dump(metrics, open(old / "metrics.json", "w"))
+    with pytest.raises(exporter.ExportError, match="0.0.1"):
+        exporter.export_run(str(old), str(tmp_path / "b"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(exporter, "_write_server", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        exporter.export_run(runs["none"], str(tmp_path / "c"))
+    assert sorted(os.listdir(tmp_path)) == ["exists", "old_run"]
+
+
+def test_serving_requests_round_trip():
+    release = {"private_representation": np.ones((2, 4), np.float32)}
+    body = serving.rest_request(release)
+    assert body["signature_name"] == "serving_default"
+    assert body["inputs"]["private_representation"] == [[1.0] * 4] * 2
+    assert serving.rest_url("localhost", "ag", 3) == \
+        "http://localhost:8501/v1/models/ag/versions/3:predict"
+    parsed = serving.parse_rest_response(json.dumps(
+        {"outputs": {"label": [1, 0], "probabilities": [[.2, .8], [.9, .1]]}}))
+    np.testing.assert_array_equal(parsed["label"], [1, 0])
+    request = serving.grpc_request(release, "ag", version=3)
+    assert request.model_spec.name == "ag"
+    assert request.model_spec.version.value == 3
+    assert tf.make_ndarray(
+        request.inputs["private_representation"]).shape == (2, 4)
+    from tensorflow_serving.apis import predict_pb2
+
+    response = predict_pb2.PredictResponse()
+    response.outputs["label"].CopyFrom(tf.make_tensor_proto(
+        np.array([1, 0], np.int32)))
+    np.testing.assert_array_equal(
+        serving.parse_grpc_response(response)["label"], [1, 0])
+    with pytest.raises(ValueError, match="NaN"):
+        serving.rest_request({"x": np.array([np.nan])})
+    with pytest.raises(RuntimeError, match="TF Serving error"):
+        serving.parse_rest_response({"error": "bad shape"})
+
+
+def test_predict_program(runs):
+    out = str(runs["base"] / "exp_cli")
+    exporter.export_run(runs["robust"], out)
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "export", "tfdptext-predict"),
+         f"--export_dir={out}", "the staff was friendly"],
+        capture_output=True, text=True, timeout=300, check=True)
+    assert "label" in result.stdout and "per coordinate" in result.stdout
