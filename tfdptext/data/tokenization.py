@@ -123,6 +123,25 @@ class TextTokenizer:
                 words.append(token)
         return " ".join(words)
 
+    def save_vocabulary(self, path):
+        """Writes the vocabulary as vocab.txt (one token per line)."""
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(self.vocabulary) + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_config(cls, vocabulary, config):
+        """A tokenizer from a vocabulary and `config()`'s settings; the
+        vocabulary must match the recorded SHA-256."""
+        tokenizer = cls(vocabulary, max_length=config["max_length"],
+                        lowercase=config["lowercase"],
+                        strip_accents=config["strip_accents"])
+        if tokenizer.vocabulary_sha256() != config["vocabulary_sha256"]:
+            raise ValueError("`vocabulary` does not match the SHA-256 "
+                             "recorded with the tokenizer settings.")
+        return tokenizer
+
     def vocabulary_sha256(self):
         text = "\n".join(self.vocabulary) + "\n"
         return hashlib.sha256(text.encode("utf-8")).hexdigest()

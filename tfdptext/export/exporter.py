@@ -20,6 +20,7 @@ import sys
 import keras
 import tensorflow as tf
 
+from tfdptext.data.tokenization import TextTokenizer
 from tfdptext.export import tflite
 from tfdptext.models import split as split_lib
 from tfdptext.version import __version__
@@ -28,8 +29,8 @@ from tfdptext.version import __version__
 import tfdptext.layers  # noqa: F401
 import tfdptext.models  # noqa: F401
 
-REQUIRED = ("config.json", "split.json", "metrics.json", "user_side.keras",
-            "server_side.keras")
+REQUIRED = ("config.json", "split.json", "metrics.json", "vocab.txt",
+            "user_side.keras", "server_side.keras")
 QUANTIZATIONS = ("int8", "float32")
 
 
@@ -183,12 +184,9 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
     tflite_path = os.path.join(tmp, "user", "privatizer.tflite")
     with open(tflite_path, "wb") as f:
         f.write(tflite_bytes)
-    from tfdptext import models
-
-    tokenizer = models.load_tokenizer(config["preset"], max_length)
-    with open(os.path.join(tmp, "user", "vocab.txt"), "w",
-              encoding="utf-8") as f:
-        f.write("\n".join(tokenizer.vocabulary) + "\n")
+    tokenizer = TextTokenizer.from_config(
+        os.path.join(model_dir, "vocab.txt"), split["tokenizer"])
+    tokenizer.save_vocabulary(os.path.join(tmp, "user", "vocab.txt"))
     with open(os.path.join(tmp, "user", "tokenizer.json"), "w") as f:
         json.dump(tokenizer.config(), f, indent=2)
     out_spec = phone.outputs[0] if not isinstance(phone.output, dict) else \

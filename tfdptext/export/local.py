@@ -32,15 +32,8 @@ class ExportedPipeline:
         with open(path) as f:
             self.manifest = json.load(f)
         user = self.manifest["user"]
-        settings = user["tokenizer"]
-        self.tokenizer = TextTokenizer(
-            os.path.join(export_dir, "user", "vocab.txt"),
-            max_length=settings["max_length"],
-            lowercase=settings["lowercase"],
-            strip_accents=settings["strip_accents"])
-        if self.tokenizer.vocabulary_sha256() != settings["vocabulary_sha256"]:
-            raise ValueError(f"{export_dir}: vocab.txt does not match the "
-                             "manifest's SHA-256.")
+        self.tokenizer = TextTokenizer.from_config(
+            os.path.join(export_dir, "user", "vocab.txt"), user["tokenizer"])
         self.interpreter = Interpreter(
             model_path=os.path.join(export_dir, user["file"]),
             num_threads=num_threads)

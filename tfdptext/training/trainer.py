@@ -9,6 +9,7 @@ Output directory layout:
     user_side.keras      the on-device model (privatization layer inside)
     server_side.keras    the server model (input: the release only)
     split.json           split point, guarantee, tokenizer settings
+    vocab.txt            the tokenizer's vocabulary
     metrics.json         accuracies, sizes, speed, guarantee, versions
 """
 
@@ -34,6 +35,7 @@ USER = "user_side.keras"
 SERVER = "server_side.keras"
 BEST = "best.weights.h5"
 BEST_RECORD = "best.json"
+VOCAB = "vocab.txt"
 CPU_BATCH_SIZE = 32
 GPU_BATCH_SIZE = 128
 
@@ -206,6 +208,7 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     model.load_weights(os.path.join(output_dir, BEST))
     split.user.save(os.path.join(output_dir, USER))
     split.server.save(os.path.join(output_dir, SERVER))
+    tokenizer.save_vocabulary(os.path.join(output_dir, VOCAB))
     guarantee = split.guarantee(max_tokens=config.max_length - 2)
     with open(os.path.join(output_dir, SPLIT), "w") as f:
         json.dump({"split_point": split.split_point,
