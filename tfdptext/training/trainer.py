@@ -230,6 +230,9 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
                   "dev": min(len(dataset.splits["dev"]),
                              config.max_dev_examples or 10**12),
                   "test": len(dataset.splits["test"])},
+        "majority_test_accuracy": float(np.bincount(
+            dataset.splits["test"].labels).max() / len(
+                dataset.splits["test"])),
         "dev_accuracy": _accuracy(model, dev_batches),
         "test_accuracy": _accuracy(model, test_batches),
         "epochs": config.epochs,
