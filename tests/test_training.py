@@ -72,6 +72,9 @@ def test_user_side_noise_on_at_inference_after_loading(tiny_preset, corpus,
                                                        tmp_path):
     config = _config(tiny_preset, mode="robust", epsilon=1.0, epochs=1)
     training.train(config, str(tmp_path / "r"), dataset=corpus, verbose=0)
+    from tensorflow.python.eager import context
+
+    assert context.global_seed() is None  # --seed never seeds the noise
     user = keras.models.load_model(str(tmp_path / "r" / "user_side.keras"))
     assert any(isinstance(l, layers_base.PrivatizationLayer)
                for l in user._flatten_layers())

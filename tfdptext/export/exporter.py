@@ -189,10 +189,9 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
     tokenizer.save_vocabulary(os.path.join(tmp, "user", "vocab.txt"))
     with open(os.path.join(tmp, "user", "tokenizer.json"), "w") as f:
         json.dump(tokenizer.config(), f, indent=2)
-    out_spec = phone.outputs[0] if not isinstance(phone.output, dict) else \
-        list(phone.output.values())[0]
-    dim = int(out_spec.shape[-1]) if split_point != split_lib.TEXT_TO_TEXT \
-        else None
+    released = next(iter(phone.output.values()))
+    dim = (None if split_point == split_lib.TEXT_TO_TEXT
+           else int(released.shape[-1]))
     server_dir = os.path.join(tmp, "server", model_name, str(version))
     _write_server(server, split_point, max_length, dim, server_dir)
     files = {}

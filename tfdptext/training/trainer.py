@@ -172,10 +172,13 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
                                         data_dir=config.data_dir)
     if gpu:
         keras.mixed_precision.set_global_policy("mixed_float16")
-    keras.utils.set_random_seed(config.seed)  # init and shuffling only
+    keras.utils.set_random_seed(config.seed)  # weight initialisation
     tokenizer = models.load_tokenizer(config.preset, config.max_length)
     backbone = models.load_backbone(config.preset)
     split = build_split(config, backbone, tokenizer, dataset.num_classes)
+    # The seed is for initialisation and shuffling only: the privacy noise
+    # ops are traced during fit and must not inherit a global seed.
+    tf.random.set_seed(None)
     model = split.model
     model.compile(
         optimizer=keras.optimizers.AdamW(config.learning_rate),
