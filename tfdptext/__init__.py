@@ -14,7 +14,8 @@ import importlib
 
 from tfdptext.version import __version__
 
-_SUBMODULES = ("privacy", "layers", "data", "models", "offline")
+_SUBMODULES = ("privacy", "layers", "data", "models", "offline", "training",
+               "export", "evaluation", "serving")
 
 
 def __getattr__(name):

@@ -1,0 +1,87 @@
+"""Evaluation building blocks against hand-computed values."""
+
+import numpy as np
+import pytest
+
+from tfdptext import evaluation
+
+
+def test_roc_auc_hand_computed_and_ties():
+    assert evaluation.roc_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == 0.75
+    assert evaluation.roc_auc([0, 1, 0, 1], [0.5] * 4) == 0.5
+    assert evaluation.roc_auc([0, 1], [0.2, 0.9]) == 1.0
+    with pytest.raises(ValueError, match="both classes"):
+        evaluation.roc_auc([1, 1], [0.2, 0.3])
+
+
+def test_macro_f1_and_majority():
+    # class 0: tp 1, fp 1, fn 1 -> F1 0.5; class 1: tp 1, fp 1, fn 1 -> 0.5
+    assert evaluation.macro_f1([0, 0, 1, 1], [0, 1, 1, 0]) == 0.5
+    assert evaluation.majority_accuracy([1, 1, 0], [1, 0, 1, 1]) == 0.75
+    with pytest.raises(ValueError, match="equal length"):
+        evaluation.accuracy([0, 1], [0])
+
+
+def test_subgroup_accuracy_and_gap_hand_computed():
+    y_true = [1, 1, 1, 1, 0, 0]
+    y_pred = [1, 1, 0, 0, 0, 1]
+    groups = [0, 0, 0, 1, 1, 1]
+    per_group = evaluation.subgroup_accuracy(y_true, y_pred, groups)
+    assert per_group == {0: {"accuracy": pytest.approx(2 / 3), "n": 3},
+                         1: {"accuracy": pytest.approx(1 / 3), "n": 3}}
+    assert evaluation.accuracy_gap(y_true, y_pred, groups) == \
+        pytest.approx(1 / 3)
+
+
+def test_gap_change_test_detects_real_change_only():
+    rng = np.random.default_rng(0)
+    n = 2000
+    y = rng.integers(0, 2, n)
+    groups = rng.integers(0, 2, n)
+    fair = np.where(rng.random(n) < 0.8, y, 1 - y)
+    same = evaluation.gap_change_test(y, fair, fair, groups, 300)
+    assert same["gap_change"] == 0 and same["p_value"] > 0.5
+    unfair = fair.copy()
+    hurt = (groups == 1) & (rng.random(n) < 0.3)
+    unfair[hurt] = 1 - y[hurt]
+    changed = evaluation.gap_change_test(y, fair, unfair, groups, 300)
+    assert changed["gap_change"] > 0.15 and changed["p_value"] < 0.01
+
+
+def test_plausible_deniability_exact_on_toy_mechanisms():
+    identity = lambda ids: ids  # noqa: E731
+    n_w, s_w = evaluation.plausible_deniability(identity, [5, 7], 1000)
+    assert n_w.tolist() == [1000, 1000] and s_w.tolist() == [1, 1]
+
+    def cycle(ids):  # the i-th sample of w becomes (w + i) mod 10
+        return (ids + np.arange(ids.shape[-1])) % 10
+
+    n_w, s_w = evaluation.plausible_deniability(cycle, [3], 1000)
+    assert n_w.tolist() == [100] and s_w.tolist() == [10]
+    assert evaluation.changed_share([101, 5, 6, 102], [101, 5, 9, 102],
+                                    ignore_ids=[101, 102]) == 0.5
+
+
+def _leaky(n, rng):
+    y = rng.integers(0, 2, n)
+    x = rng.normal(size=(n, 16)).astype(np.float32) * 0.3
+    x[:, 0] += 2.0 * y
+    return x, y
+
+
+def test_attacker_learns_leak_and_fails_under_heavy_noise():
+    rng = np.random.default_rng(0)
+    (xa, ya), (xb, yb), (xc, yc) = (_leaky(n, rng) for n in (600, 200, 400))
+    clean = evaluation.train_attacker(xa, ya, xb, yb, xc, yc,
+                                      hidden_units=32, epochs=30)
+    assert clean["accuracy"] > 0.95 and clean["roc_auc"] > 0.97
+    assert clean["n_test"] == 400
+
+    def noisy(x):
+        return x + rng.laplace(scale=50.0, size=x.shape).astype(np.float32)
+
+    heavy = evaluation.train_attacker(noisy(xa), ya, noisy(xb), yb,
+                                      noisy(xc), yc, hidden_units=32,
+                                      epochs=30)
+    assert abs(heavy["accuracy"] - heavy["majority_accuracy"]) < 0.1
+    assert heavy["roc_auc"] < 0.65
