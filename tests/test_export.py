@@ -185,3 +185,50 @@ def test_predict_program(runs):
          f"--export_dir={out}", "the staff was friendly"],
         capture_output=True, text=True, timeout=300, check=True)
     assert "label" in result.stdout and "per coordinate" in result.stdout
+
+
+def test_noise_source_input_export(runs):
+    from scipy import stats
+
+    from tfdptext.export.local import secure_uniforms
+
+    out = str(runs["base"] / "exp_input")
+    manifest = exporter.export_run(runs["robust"], out,
+                                   quantization="float32",
+                                   noise_source="input")
+    assert manifest["user"]["inputs"]["uniforms"] == ["batch", 16, 2,
+                                                      "float32"]
+    assert any("secure" in c for c in manifest["guarantee"]["conditions"])
+    path = os.path.join(out, "user", "privatizer.tflite")
+    ops = tflite.check_unseeded_builtins(open(path, "rb").read())
+    assert not any(op.name.startswith("RANDOM") for op in ops)
+    runner = Interpreter(model_path=path).get_signature_runner()
+    feed = {"token_ids": np.array([[101, 2307, 2326, 102] + [0] * 12],
+                                  np.int32),
+            "padding_mask": np.array([[1] * 4 + [0] * 12], np.int32)}
+    u = secure_uniforms([1, 16, 2])
+    a = runner(**feed, uniforms=u)["private_representation"]
+    b = runner(**feed, uniforms=u)["private_representation"]
+    np.testing.assert_array_equal(a, b)  # the noise is a function of u
+    # With noise switched off inside, output - clean is Lap(1/eps) noise.
+    clean = runner(**feed, uniforms=np.full((1, 16, 2), 0.5, np.float32))
+    samples = np.concatenate([
+        runner(**feed, uniforms=secure_uniforms([1, 16, 2]))
+        ["private_representation"] - clean["private_representation"]
+        for _ in range(400)])
+    assert stats.kstest(samples.ravel(), stats.laplace(scale=0.5).cdf
+                        ).pvalue > 1e-4
+    labels = ExportedPipeline(out).predict(["the staff was friendly"])
+    assert labels["label"].shape == (1,)
+
+
+def test_noise_source_input_refuses_word_dropout(runs, tmp_path):
+    config = json.load(open(os.path.join(runs["robust"], "config.json")))
+    config.update(dropout_rate=0.3)
+    dropout_run = str(tmp_path / "dropout_run")
+    training.train(training.TrainConfig(**{**config, "epochs": 1}),
+                   dropout_run, dataset=runs["corpus"], verbose=0)
+    with pytest.raises(exporter.ExportError, match="word dropout"):
+        exporter.export_run(dropout_run, str(tmp_path / "x"),
+                            noise_source="input")
+    assert not os.path.exists(tmp_path / "x")

@@ -308,3 +308,32 @@ def test_invalid_sensitivity_and_ranks():
         layers.DChiTextPrivatizer(1.0, TABLE, special_token_ids=[60])
     with pytest.raises(ValueError, match="embeddings"):
         layers.DChiTextPrivatizer(1.0, np.ones(5))
+
+
+def test_noise_from_given_uniforms_is_deterministic_and_distributed():
+    rng = np.random.default_rng(5)
+    x = np.full((3000, 8), 0.5, np.float32)
+    layer = layers.LaplaceNoise(epsilon=2.0, noise=False)
+    layer.build(x.shape)
+    u = rng.random((3000, 8, 2)).astype(np.float32)
+    a = layer.apply(x, u).numpy()
+    np.testing.assert_array_equal(a, layer.apply(x, u).numpy())
+    assert _ks_pvalue(a - 0.5, stats.laplace(scale=0.5).cdf) > 1e-4
+    assert layer.uniforms_shape((None, 8)) == (8, 2)
+
+    dchi = layers.DChiNoise(eta=4.0, noise=False)
+    dchi.build((None, 16))
+    assert dchi.uniforms_shape((None, 16)) == (32,)
+    u = rng.random((20000, 32)).astype(np.float32)
+    noise = dchi.apply(np.zeros((20000, 16), np.float32), u).numpy()
+    radius = np.linalg.norm(noise, axis=1)
+    assert _ks_pvalue(radius, stats.gamma(a=16, scale=0.25).cdf) > 1e-4
+    direction = noise / radius[:, None]
+    # On the unit sphere in R^16, p_1^2 ~ Beta(1/2, 15/2).
+    assert _ks_pvalue(direction[:, 0]**2, stats.beta(0.5, 7.5).cdf) > 1e-4
+    np.testing.assert_allclose((direction**2).mean(axis=0), 1 / 16,
+                               atol=0.004)
+    # Extreme uniforms stay finite.
+    edge = dchi.apply(np.zeros((2, 16), np.float32),
+                      np.array([[0.0] * 32, [1.0] * 32], np.float32))
+    assert np.isfinite(edge.numpy()).all()

@@ -29,6 +29,11 @@ from tfdptext.version import __version__
 import tfdptext.layers  # noqa: F401
 import tfdptext.models  # noqa: F401
 
+NOISE_SOURCES = ("internal", "input")
+SECURE_RNG_CONDITION = (
+    "noise_source=input: the app must feed fresh, independent U[0, 1) "
+    "numbers from the platform's cryptographically secure generator for "
+    "every release; reusing or predicting them removes the privacy")
 REQUIRED = ("config.json", "split.json", "metrics.json", "vocab.txt",
             "user_side.keras", "server_side.keras")
 QUANTIZATIONS = ("int8", "float32")
@@ -66,20 +71,61 @@ def check_run_dir(model_dir):
     return split, metrics
 
 
-def _phone_model(user, split_point, max_length):
-    """Fixed-length wrapper: (token_ids, padding_mask) -> {release}."""
+class _NoiseFromInput(keras.layers.Layer):
+    """Applies a privatization layer's noise computed from given uniforms."""
+
+    def __init__(self, privatizer, **kwargs):
+        super().__init__(**kwargs)
+        self.privatizer = privatizer
+
+    def call(self, inputs, uniforms):
+        return self.privatizer.apply(inputs, uniforms)
+
+    def compute_output_spec(self, inputs, uniforms):
+        return self.privatizer.compute_output_spec(inputs)
+
+
+def _privatizers(model):
+    from tfdptext.layers import base
+
+    return [layer for layer in model._flatten_layers()
+            if isinstance(layer, base.PrivatizationLayer)]
+
+
+def _phone_model(user, split_point, max_length, noise_source="internal"):
+    """Fixed-length wrapper: (token_ids, padding_mask[, uniforms]) -> release.
+
+    With noise_source="input", the loaded noise layer is switched off inside
+    the user model and applied again after it, fed by a `uniforms` input.
+    """
     ids = keras.Input((max_length,), dtype="int32", name="token_ids")
     mask = keras.Input((max_length,), dtype="int32", name="padding_mask")
+    inputs = {"token_ids": ids, "padding_mask": mask}
+    privatizer = None
+    if noise_source == "input":
+        layers = _privatizers(user)
+        if len(layers) != 1 or not hasattr(layers[0], "uniforms_shape") or \
+                type(layers[0]).__name__ == "WordDropout":
+            raise ExportError(
+                "noise_source=input supports one noise layer and no word "
+                f"dropout; this model has {[l.name for l in layers]}.")
+        privatizer = layers[0]
+        privatizer.noise = False
     released = user({"token_ids": ids, "padding_mask": mask,
                      "segment_ids": keras.ops.zeros_like(ids)})
     if split_point == split_lib.SEQUENCE:
-        outputs = {"private_representation": released}
+        name, value = "private_representation", released
     elif split_point == split_lib.TOKEN:
-        outputs = {"token_embeddings": released["token_embeddings"]}
+        name, value = "token_embeddings", released["token_embeddings"]
     else:
-        outputs = {"token_ids": released["token_ids"]}
-    return keras.Model({"token_ids": ids, "padding_mask": mask}, outputs,
-                       name="privatizer")
+        name, value = "token_ids", released["token_ids"]
+    if privatizer is not None:
+        uniforms = keras.Input(privatizer.uniforms_shape(value.shape),
+                               name="uniforms")
+        inputs["uniforms"] = uniforms
+        value = _NoiseFromInput(privatizer, name="noise_from_uniforms")(
+            value, uniforms)
+    return keras.Model(inputs, {name: value}, name="privatizer")
 
 
 def server_input_specs(split_point, max_length, dim):
@@ -133,12 +179,15 @@ def _sha256(path):
 
 
 def export_run(model_dir, output_dir, quantization="int8", model_name=None,
-               version=1, command=None):
+               version=1, command=None, noise_source="internal"):
     """Exports a training run (see the module docstring).
 
     Returns the manifest dict. Raises ExportError before writing anything
     when the output exists or the run cannot be exported.
     """
+    if noise_source not in NOISE_SOURCES:
+        raise ExportError(f"`noise_source` must be one of {NOISE_SOURCES}, "
+                          f"received {noise_source!r}.")
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"`quantization` must be one of {QUANTIZATIONS}, "
                           f"received {quantization!r}.")
@@ -159,7 +208,7 @@ def export_run(model_dir, output_dir, quantization="int8", model_name=None,
                        f"{os.getpid()}")
     try:
         _export_into(tmp, model_dir, split, metrics, config, quantization,
-                     model_name, version, max_length, command)
+                     model_name, version, max_length, command, noise_source)
         os.rename(tmp, output_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -168,7 +217,7 @@ def export_run(model_dir, output_dir, quantization="int8", model_name=None,
 
 
 def _export_into(tmp, model_dir, split, metrics, config, quantization,
-                 model_name, version, max_length, command):
+                 model_name, version, max_length, command, noise_source):
     # A global seed (e.g. keras.utils.set_random_seed in a training run in
     # this process) would give every traced random op a fixed seed, and every
     # phone the same noise. Clear it; check_unseeded_builtins still guards.
@@ -177,9 +226,16 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
     server = keras.models.load_model(
         os.path.join(model_dir, "server_side.keras"))
     split_point = split["split_point"]
-    phone = _phone_model(user, split_point, max_length)
+    phone = _phone_model(user, split_point, max_length, noise_source)
     tflite_bytes = tflite.convert(phone, quantize=quantization == "int8")
     ops = tflite.check_unseeded_builtins(tflite_bytes)
+    guarantee = dict(split["guarantee"])
+    if noise_source == "input":
+        if any(op.name.startswith("RANDOM") for op in ops):
+            raise ExportError("noise_source=input, but the model still "
+                              "draws its own random numbers.")
+        guarantee["conditions"] = list(guarantee.get("conditions", [])) + [
+            SECURE_RNG_CONDITION]
     os.makedirs(os.path.join(tmp, "user"))
     tflite_path = os.path.join(tmp, "user", "privatizer.tflite")
     with open(tflite_path, "wb") as f:
@@ -207,13 +263,15 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
         "mode": config["mode"],
         "mechanism": config["mechanism"],
         "parameters": metrics["parameters"],
-        "guarantee": split["guarantee"],
+        "guarantee": guarantee,
         "split_point": split_point,
         "user": {
             "file": "user/privatizer.tflite",
             "quantization": quantization,
-            "inputs": {"token_ids": ["batch", max_length, "int32"],
-                       "padding_mask": ["batch", max_length, "int32"]},
+            "noise_source": noise_source,
+            "inputs": {name: ["batch", *[int(d) for d in t.shape[1:]],
+                              str(t.dtype)]
+                       for name, t in phone.input.items()},
             "outputs": {name: ["batch", *[int(d) for d in t.shape[1:]],
                                str(t.dtype)]
                         for name, t in phone.output.items()},

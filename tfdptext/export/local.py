@@ -11,6 +11,16 @@ import os
 import numpy as np
 
 
+def secure_uniforms(shape):
+    """U[0, 1) float32 numbers from the OS's secure generator (os.urandom),
+    as a phone app would feed a model exported with noise_source=input."""
+    count = int(np.prod(shape))
+    words = np.frombuffer(os.urandom(4 * count), dtype=np.uint32)
+    # 24 random bits per number: exactly representable in float32, < 1.
+    return ((words >> 8).astype(np.float32) / np.float32(2**24)).reshape(
+        shape)
+
+
 class ExportedPipeline:
     """The phone side and the server side of an export directory.
 
@@ -48,9 +58,13 @@ class ExportedPipeline:
         features = self.tokenizer(list(texts))
         ids = features["token_ids"].numpy()
         mask = features["padding_mask"].numpy()
-        released = [self.privatize_fn(token_ids=ids[i:i + 1],
-                                      padding_mask=mask[i:i + 1])
-                    for i in range(len(ids))]
+        uniforms_spec = self.manifest["user"]["inputs"].get("uniforms")
+        released = []
+        for i in range(len(ids)):
+            feed = {"token_ids": ids[i:i + 1], "padding_mask": mask[i:i + 1]}
+            if uniforms_spec is not None:
+                feed["uniforms"] = secure_uniforms([1, *uniforms_spec[1:-1]])
+            released.append(self.privatize_fn(**feed))
         out = {k: np.concatenate([r[k] for r in released])
                for k in released[0]}
         if self.manifest["split_point"] != "sequence_representation":

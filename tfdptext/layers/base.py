@@ -24,6 +24,23 @@ class PrivatizationLayer(keras.layers.Layer):
         super().__init__(**kwargs)
         self.noise = noise
 
+    def call(self, inputs):
+        return self.apply(inputs)
+
+    def apply(self, inputs, uniforms=None):
+        """The layer's output; with `uniforms` (U[0, 1) numbers of shape
+        (batch,) + `uniforms_shape(...)`), the noise is computed from them
+        and is applied even when `noise=False` (export with
+        noise_source=input)."""
+        raise NotImplementedError
+
+    def uniforms_shape(self, input_shape):
+        """Per-example shape of the uniforms `apply` needs (no batch)."""
+        raise NotImplementedError
+
+    def _noisy(self, uniforms):
+        return uniforms is not None or self.noise
+
     def guarantee(self):
         """The `tfdptext.privacy.Guarantee` of this layer's output."""
         if not self.noise:

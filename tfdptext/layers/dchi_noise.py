@@ -45,11 +45,17 @@ class DChiNoise(base.PrivatizationLayer):
         self.dimension = int(input_shape[-1])
         super().build(input_shape)
 
-    def call(self, inputs):
+    def apply(self, inputs, uniforms=None):
         x = tf.cast(inputs, tf.float32)
-        if not self.noise:
+        if not self._noisy(uniforms):
             return x
-        return x + sampling.dchi(tf.shape(x), self.eta)
+        return x + sampling.dchi(tf.shape(x), self.eta, self.dimension,
+                                 uniforms)
+
+    def uniforms_shape(self, input_shape):
+        n = int(input_shape[-1])
+        return tuple(input_shape[1:-1]) + (
+            sampling.dchi_uniforms_per_vector(n),)
 
     def _guarantee(self):
         return metric.dchi_guarantee(

@@ -111,17 +111,24 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
                           tf.constant(np.inf, tf.float32), scores)
         return tf.argmin(scores, axis=-1, output_type=tf.int32)
 
-    def call(self, inputs):
+    def apply(self, inputs, uniforms=None):
         token_ids = tf.cast(inputs, tf.int32)
-        if not self.noise:
+        if not self._noisy(uniforms):
             return token_ids
         flat = tf.reshape(token_ids, [-1])
         clean = tf.gather(self.embeddings, flat)
-        noisy = clean + sampling.dchi(tf.shape(clean), self.eta)
+        if uniforms is not None:
+            uniforms = tf.reshape(uniforms, [-1, uniforms.shape[-1]])
+        noisy = clean + sampling.dchi(tf.shape(clean), self.eta,
+                                      self.embedding_dim, uniforms)
         private = self.nearest_tokens(noisy)
         keep = tf.gather(tf.constant(self._is_special), flat)
         private = tf.where(keep, flat, private)
         return tf.reshape(private, tf.shape(token_ids))
+
+    def uniforms_shape(self, input_shape):
+        return tuple(input_shape[1:]) + (
+            sampling.dchi_uniforms_per_vector(self.embedding_dim),)
 
     def _guarantee(self):
         return metric.dchi_guarantee(

@@ -46,11 +46,14 @@ class LaplaceNoise(base.PrivatizationLayer):
             self.epsilon, self.dimension, self.sensitivity)
         super().build(input_shape)
 
-    def call(self, inputs):
+    def apply(self, inputs, uniforms=None):
         x = tf.clip_by_value(tf.cast(inputs, tf.float32), 0.0, 1.0)
-        if not self.noise:
+        if not self._noisy(uniforms):
             return x
-        return x + sampling.laplace(tf.shape(x), self.scale)
+        return x + sampling.laplace(tf.shape(x), self.scale, uniforms)
+
+    def uniforms_shape(self, input_shape):
+        return tuple(input_shape[1:]) + (2,)
 
     def _guarantee(self):
         return laplace_accounting.laplace_guarantee(

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from tfdptext.layers import base
+from tfdptext.layers import sampling
 from tfdptext.privacy import randomized_response as rr
 from tfdptext.privacy import validation
 
@@ -38,12 +39,15 @@ class RandomizedResponse(base.PrivatizationLayer):
         self.num_bits = int(input_shape[-1])
         super().build(input_shape)
 
-    def call(self, inputs):
+    def apply(self, inputs, uniforms=None):
         bits = tf.cast(tf.cast(inputs, tf.float32) > 0.5, tf.float32)
-        if not self.noise:
+        if not self._noisy(uniforms):
             return bits
-        flip = tf.random.uniform(tf.shape(bits)) < self.flip_probability
-        return tf.where(flip, 1.0 - bits, bits)
+        u = sampling.uniform(tf.shape(bits), uniforms)
+        return tf.where(u < self.flip_probability, 1.0 - bits, bits)
+
+    def uniforms_shape(self, input_shape):
+        return tuple(input_shape[1:])
 
     def _guarantee(self):
         return rr.rr_guarantee(self.epsilon, self.num_bits)

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from tfdptext.layers import base
+from tfdptext.layers import sampling
 from tfdptext.privacy import dropout
 from tfdptext.privacy import validation
 
@@ -70,7 +71,7 @@ class WordDropout(base.PrivatizationLayer):
             real = tf.logical_and(real, tf.not_equal(token_ids, special))
         return real
 
-    def dropped_positions(self, token_ids, padding_mask):
+    def dropped_positions(self, token_ids, padding_mask, uniforms=None):
         """A boolean (batch, length) tensor: which positions to mask."""
         token_ids = tf.cast(token_ids, tf.int32)
         real = self._real_tokens(token_ids, padding_mask)
@@ -79,7 +80,8 @@ class WordDropout(base.PrivatizationLayer):
         # Uniform scores for real tokens, 2.0 (above all of them) elsewhere;
         # a token is dropped when its rank among the real tokens is below
         # num_drop, which picks a uniformly random subset of that size.
-        scores = tf.where(real, tf.random.uniform(tf.shape(token_ids)), 2.0)
+        scores = tf.where(
+            real, sampling.uniform(tf.shape(token_ids), uniforms), 2.0)
         s_i = scores[:, :, None]
         s_j = scores[:, None, :]
         index = tf.range(tf.shape(token_ids)[1])
@@ -89,15 +91,19 @@ class WordDropout(base.PrivatizationLayer):
         rank = tf.reduce_sum(tf.cast(before, tf.float32), axis=-1)
         return tf.logical_and(real, rank < num_drop[:, None])
 
-    def call(self, inputs):
+    def apply(self, inputs, uniforms=None):
         outputs = dict(inputs)
-        if not self.noise or self.rate == 0.0:
+        if not self._noisy(uniforms) or self.rate == 0.0:
             return outputs
         token_ids = tf.cast(inputs["token_ids"], tf.int32)
-        drop = self.dropped_positions(token_ids, inputs["padding_mask"])
+        drop = self.dropped_positions(token_ids, inputs["padding_mask"],
+                                      uniforms)
         outputs["token_ids"] = tf.where(
             drop, tf.constant(self.mask_token_id, tf.int32), token_ids)
         return outputs
+
+    def uniforms_shape(self, input_shape):
+        return tuple(input_shape["token_ids"][1:])
 
     def guarantee(self, base_guarantee=None, min_tokens=1, max_tokens=512):
         """The word-level guarantee of this dropout followed by a mechanism.
