@@ -232,3 +232,22 @@ def test_noise_source_input_refuses_word_dropout(runs, tmp_path):
         exporter.export_run(dropout_run, str(tmp_path / "x"),
                             noise_source="input")
     assert not os.path.exists(tmp_path / "x")
+
+
+def test_tokenizer_in_graph_matches_ids_model(runs):
+    import tensorflow_text as tf_text
+    from ai_edge_litert.interpreter import InterpreterWithCustomOps
+
+    out = str(runs["base"] / "exp_text")
+    manifest = exporter.export_run(runs["none"], out, quantization="float32",
+                                   tokenizer_in_graph=True)
+    assert manifest["user"]["text_in"]["custom_ops"]
+    text_model = InterpreterWithCustomOps(
+        model_path=os.path.join(out, "user", "privatizer_text_in.tflite"),
+        custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
+    runner = text_model.get_signature_runner()
+    pipeline = ExportedPipeline(out)
+    for text in ("Mary's café in Zürich was excellent.", "the " * 40):
+        from_text = runner(text=np.array([text]))["private_representation"]
+        from_ids = pipeline.privatize([text])["private_representation"]
+        np.testing.assert_allclose(from_text, from_ids, rtol=1e-5, atol=1e-6)

@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from tfdptext.data.tokenization import TextTokenizer
+from tfdptext.export import text_input
 from tfdptext.export import tflite
 from tfdptext.models import split as split_lib
 from tfdptext.version import __version__
@@ -179,7 +180,8 @@ def _sha256(path):
 
 
 def export_run(model_dir, output_dir, quantization="int8", model_name=None,
-               version=1, command=None, noise_source="internal"):
+               version=1, command=None, noise_source="internal",
+               tokenizer_in_graph=False):
     """Exports a training run (see the module docstring).
 
     Returns the manifest dict. Raises ExportError before writing anything
@@ -208,7 +210,8 @@ def export_run(model_dir, output_dir, quantization="int8", model_name=None,
                        f"{os.getpid()}")
     try:
         _export_into(tmp, model_dir, split, metrics, config, quantization,
-                     model_name, version, max_length, command, noise_source)
+                     model_name, version, max_length, command, noise_source,
+                     tokenizer_in_graph)
         os.rename(tmp, output_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -217,7 +220,8 @@ def export_run(model_dir, output_dir, quantization="int8", model_name=None,
 
 
 def _export_into(tmp, model_dir, split, metrics, config, quantization,
-                 model_name, version, max_length, command, noise_source):
+                 model_name, version, max_length, command, noise_source,
+                 tokenizer_in_graph):
     # A global seed (e.g. keras.utils.set_random_seed in a training run in
     # this process) would give every traced random op a fixed seed, and every
     # phone the same noise. Clear it; check_unseeded_builtins still guards.
@@ -243,6 +247,26 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
     tokenizer = TextTokenizer.from_config(
         os.path.join(model_dir, "vocab.txt"), split["tokenizer"])
     tokenizer.save_vocabulary(os.path.join(tmp, "user", "vocab.txt"))
+    text_in = None
+    if tokenizer_in_graph:
+        text_model = text_input.text_input_model(phone, tokenizer)
+        text_bytes = tflite.convert(text_model,
+                                    quantize=quantization == "int8",
+                                    custom_ops=True)
+        tflite.check_unseeded_builtins(text_bytes,
+                                       text_input.TFTEXT_CUSTOM_OPS)
+        with open(os.path.join(tmp, "user", "privatizer_text_in.tflite"),
+                  "wb") as f:
+            f.write(text_bytes)
+        text_in = {
+            "file": "user/privatizer_text_in.tflite",
+            "inputs": {"text": [1, "string"], **{
+                name: [1, *[int(d) for d in t.shape[1:]], str(t.dtype)]
+                for name, t in text_model.input.items() if name != "text"}},
+            "custom_ops": sorted({op.name for op in tflite.operators(
+                text_bytes) if not op.builtin}),
+            "note": "needs the TF Text TFLite kernels in the app",
+        }
     with open(os.path.join(tmp, "user", "tokenizer.json"), "w") as f:
         json.dump(tokenizer.config(), f, indent=2)
     released = next(iter(phone.output.values()))
@@ -277,6 +301,7 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
                         for name, t in phone.output.items()},
             "tflite_ops": sorted({op.name for op in ops}),
             "tokenizer": tokenizer.config(),
+            "text_in": text_in,
         },
         "server": {
             "model_name": model_name,

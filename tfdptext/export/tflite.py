@@ -38,13 +38,14 @@ class Operator:
         return self.name in RANDOM_OPS and (self.seed or self.seed2)
 
 
-def convert(model, quantize=False, builtins_only=True):
+def convert(model, quantize=False, builtins_only=True, custom_ops=False):
     """Converts a Keras model to .tflite bytes.
 
     Args:
         model: a built Keras model.
         quantize: True for dynamic-range int8 weights.
         builtins_only: refuse any op that would need the Flex delegate.
+        custom_ops: allow TFLite custom ops (e.g. TF Text's tokenizer).
     """
     with tempfile.TemporaryDirectory() as tmp:
         saved = os.path.join(tmp, "saved_model")
@@ -56,6 +57,7 @@ def convert(model, quantize=False, builtins_only=True):
         converter.target_spec.supported_ops = ops
         if quantize:
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.allow_custom_ops = custom_ops
         try:
             return converter.convert()
         except Exception as err:  # The converter raises several types.
@@ -85,13 +87,15 @@ def operators(tflite_bytes):
     return found
 
 
-def check_unseeded_builtins(tflite_bytes):
-    """Raises ConversionError if any op is custom/Flex or a seeded random op.
+def check_unseeded_builtins(tflite_bytes, allowed_custom=()):
+    """Raises ConversionError if any op is custom/Flex (other than
+    `allowed_custom`) or a seeded random op.
 
     Returns the list of operators otherwise.
     """
     ops = operators(tflite_bytes)
-    custom = sorted({op.name for op in ops if not op.builtin})
+    custom = sorted({op.name for op in ops
+                     if not op.builtin and op.name not in allowed_custom})
     if custom:
         raise ConversionError(f"Non-builtin ops in the model: {custom}.")
     seeded = [op for op in ops if op.is_seeded_random]
