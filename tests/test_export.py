@@ -251,3 +251,30 @@ def test_tokenizer_in_graph_matches_ids_model(runs):
         from_text = runner(text=np.array([text]))["private_representation"]
         from_ids = pipeline.privatize([text])["private_representation"]
         np.testing.assert_allclose(from_text, from_ids, rtol=1e-5, atol=1e-6)
+
+
+def test_exported_internal_noise_matches_laplace(runs):
+    import keras
+    from scipy import stats
+
+    from tfdptext.layers import base
+
+    out = str(runs["base"] / "exp_noise")
+    exporter.export_run(runs["robust"], out, quantization="float32")
+    runner = Interpreter(model_path=os.path.join(
+        out, "user", "privatizer.tflite")).get_signature_runner()
+    feed = {"token_ids": np.array([[101, 2307, 2326, 102] + [0] * 12],
+                                  np.int32),
+            "padding_mask": np.array([[1] * 4 + [0] * 12], np.int32)}
+    user = keras.models.load_model(os.path.join(runs["robust"],
+                                                "user_side.keras"))
+    for layer in user._flatten_layers():
+        if isinstance(layer, base.PrivatizationLayer):
+            layer.noise = False
+    clean = user.predict({**feed, "segment_ids": np.zeros_like(
+        feed["token_ids"])}, verbose=0)
+    noise = np.concatenate([runner(**feed)["private_representation"] - clean
+                            for _ in range(400)])
+    # epsilon = 2 per coordinate: Lap(0.5), 6,400 draws.
+    assert stats.kstest(noise.ravel(), stats.laplace(scale=0.5).cdf
+                        ).pvalue > 1e-4
