@@ -80,7 +80,8 @@ def main(argv):
             name = "token embedding + d_chi"
         phone = exporter._phone_model(split.user, split_point, length)
         for quantize in (False, True):
-            model_bytes = tflite.convert(phone, quantize=quantize)
+            model_bytes = tflite.convert(phone, quantize=quantize,
+                                         batch_size=1)
             tflite.check_unseeded_builtins(model_bytes)
             for threads in (1, 2):
                 p50, p95 = _latency(model_bytes, feed, threads,

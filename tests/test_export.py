@@ -196,7 +196,7 @@ def test_noise_source_input_export(runs):
     manifest = exporter.export_run(runs["robust"], out,
                                    quantization="float32",
                                    noise_source="input")
-    assert manifest["user"]["inputs"]["uniforms"] == ["batch", 16, 2,
+    assert manifest["user"]["inputs"]["uniforms"] == [1, 16, 2,
                                                       "float32"]
     assert any("secure" in c for c in manifest["guarantee"]["conditions"])
     path = os.path.join(out, "user", "privatizer.tflite")

@@ -85,9 +85,12 @@ def test_two_interpreters_and_invokes_differ(converted):
     assert not np.array_equal(b, c)
 
 
-def test_two_processes_differ(converted, tmp_path):
+@pytest.mark.parametrize("batch_size", [None, 1])
+def test_two_processes_differ(batch_size, tmp_path):
+    # batch_size=1 is how tfdptext-export converts the phone model.
     path = tmp_path / "laplace.tflite"
-    path.write_bytes(converted["laplace"])
+    path.write_bytes(export.convert(_models()["laplace"],
+                                    batch_size=batch_size))
     code = (
         "import numpy as np, sys\n"
         "from ai_edge_litert.interpreter import Interpreter\n"
@@ -98,6 +101,15 @@ def test_two_processes_differ(converted, tmp_path):
                               capture_output=True, text=True).stdout
                for _ in range(2)]
     assert outputs[0] and outputs[0] != outputs[1]
+
+
+def test_fixed_batch_conversion_shape_and_bad_batch_size():
+    model = _models()["laplace"]
+    runner = _runner(export.convert(model, batch_size=1))
+    assert runner.get_input_details()["x"]["shape_signature"].tolist() == \
+        [1, 16]
+    with pytest.raises(ValueError, match="batch_size"):
+        export.convert(model, batch_size=0)
 
 
 def test_tflite_laplace_distribution_matches_layer():

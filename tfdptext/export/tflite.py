@@ -9,6 +9,7 @@ import dataclasses
 import os
 import tempfile
 
+import keras
 import tensorflow as tf
 from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
@@ -38,7 +39,8 @@ class Operator:
         return self.name in RANDOM_OPS and (self.seed or self.seed2)
 
 
-def convert(model, quantize=False, builtins_only=True, custom_ops=False):
+def convert(model, quantize=False, builtins_only=True, custom_ops=False,
+            batch_size=None):
     """Converts a Keras model to .tflite bytes.
 
     Args:
@@ -46,10 +48,23 @@ def convert(model, quantize=False, builtins_only=True, custom_ops=False):
         quantize: True for dynamic-range int8 weights.
         builtins_only: refuse any op that would need the Flex delegate.
         custom_ops: allow TFLite custom ops (e.g. TF Text's tokenizer).
+        batch_size: None keeps the batch dimension dynamic; an integer fixes
+            it, which lets the converter fold the shape arithmetic of
+            reshapes (about 10% faster for MiniLM, docs/benchmarks.md).
     """
+    if batch_size is not None and (not isinstance(batch_size, int)
+                                   or batch_size < 1):
+        raise ValueError(f"`batch_size` must be None or an integer >= 1, "
+                         f"got {batch_size!r}.")
+    signature = None
+    if batch_size is not None:
+        signature = [keras.tree.map_structure(
+            lambda t: tf.TensorSpec((batch_size, *t.shape[1:]), t.dtype,
+                                    name=t.name), model.input)]
     with tempfile.TemporaryDirectory() as tmp:
         saved = os.path.join(tmp, "saved_model")
-        model.export(saved, format="tf_saved_model", verbose=False)
+        model.export(saved, format="tf_saved_model", verbose=False,
+                     input_signature=signature)
         converter = tf.lite.TFLiteConverter.from_saved_model(saved)
         ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         if not builtins_only:
