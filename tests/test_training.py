@@ -173,3 +173,146 @@ def test_program_help_and_usage_error(tmp_path):
     assert result.returncode != 0
     assert "makes no sense" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# Adversarial training (mode adv, DPNR's ADV baseline).
+
+
+@pytest.mark.parametrize("lambda_", [0.5, 1.0, 2.75])
+def test_gradient_reversal_identity_forward_reversed_gradient(lambda_):
+    import tensorflow as tf
+
+    from tfdptext.models import GradientReversal
+
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(4, 7)).astype(np.float32))
+    upstream = rng.normal(size=(4, 7)).astype(np.float32)
+    layer = GradientReversal(lambda_)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x)
+    grad = tape.gradient(y, x, output_gradients=tf.constant(upstream))
+    np.testing.assert_array_equal(y.numpy(), x.numpy())
+    np.testing.assert_array_equal(grad.numpy(),
+                                  np.float32(-lambda_) * upstream)
+
+
+def test_gradient_reversal_config_round_trip_and_bad_lambda():
+    from tfdptext.models import GradientReversal
+
+    layer = GradientReversal(0.3, name="rev")
+    again = GradientReversal.from_config(layer.get_config())
+    assert again.lambda_ == 0.3 and again.name == "rev"
+    restored = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert isinstance(restored, GradientReversal)
+    assert restored.get_config() == layer.get_config()
+    for bad in (-1.0, float("nan"), float("inf"), "1"):
+        with pytest.raises(ValueError, match="lambda_"):
+            GradientReversal(bad)
+
+
+def test_adv_mode_trains_resumes_and_saves_plain_split(tiny_preset, corpus,
+                                                        tmp_path):
+    out = str(tmp_path / "adv")
+    config = _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2)
+    with pytest.raises(KeyboardInterrupt):
+        training.train(config, out, dataset=corpus, verbose=0,
+                       extra_callbacks=[_Interrupt()])
+    record = json.loads(open(os.path.join(out, trainer.BEST_RECORD)).read())
+    assert record["monitor"] == "val_label_loss"  # the main task's dev loss
+    metrics = training.train(
+        _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2), out,
+        dataset=corpus, verbose=0)
+    assert metrics["epochs_run_this_session"] == 1  # epoch 0 was kept
+    history = metrics["history"]
+    for key in ("loss", "label_loss", "adv_age_loss", "adv_gender_loss",
+                "val_label_loss", "val_adv_gender_loss"):
+        assert key in history and np.all(np.isfinite(history[key])), key
+    for name in ("user_side.keras", "server_side.keras", "split.json",
+                 "metrics.json", "config.json", "best.weights.h5"):
+        assert os.path.exists(os.path.join(out, name)), name
+    saved = json.loads(open(os.path.join(out, "metrics.json")).read())
+    assert saved["mode"] == "adv" and saved["mechanism"] == "none"
+    assert saved["guarantee"]["unit"] == "none"
+    assert any("no differential privacy" in c
+               for c in saved["guarantee"]["conditions"])
+    assert saved["parameters"]["adv_lambda"] == 1.0
+    assert saved["parameters"]["adv_attributes"] == ["age", "gender"]
+    assert 0.0 <= saved["test_accuracy"] <= 1.0
+    split_json = json.loads(open(os.path.join(out, "split.json")).read())
+    assert split_json["guarantee"]["unit"] == "none"
+    # The attacker heads are training-only: the saved halves are mode none's.
+    user = keras.models.load_model(os.path.join(out, "user_side.keras"))
+    server = keras.models.load_model(os.path.join(out, "server_side.keras"))
+    names = {l.name for m in (user, server) for l in m._flatten_layers()}
+    assert not any(n.startswith("adv_") or "reversal" in n for n in names)
+    from tfdptext import models
+
+    features = models.load_tokenizer(tiny_preset, 16)(["good service"] * 2)
+    representation = user.predict(features, verbose=0)
+    np.testing.assert_array_equal(representation,
+                                  user.predict(features, verbose=0))
+    assert server.predict(representation, verbose=0).shape == (2, 2)
+
+
+def test_adv_attributes_default_subset_and_missing(corpus):
+    config = training.TrainConfig(mode="adv", adv_lambda=1.0).validate()
+    assert trainer.adv_attributes_for(config, corpus) == ["age", "gender"]
+    config = training.TrainConfig(mode="adv", adv_lambda=1.0,
+                                  adv_attributes=("gender",)).validate()
+    assert config.adv_attributes == ["gender"]  # as config.json reads back
+    assert trainer.adv_attributes_for(config, corpus) == ["gender"]
+    config = training.TrainConfig(mode="adv", adv_lambda=1.0,
+                                  adv_attributes=["nationality"]).validate()
+    with pytest.raises(data.DataError, match="nationality"):
+        trainer.adv_attributes_for(config, corpus)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"mode": "adv"}, "adv_lambda"),
+    ({"mode": "adv", "adv_lambda": 0.0}, r"adv_lambda.*\(0, inf\)"),
+    ({"mode": "adv", "adv_lambda": -1.0}, r"adv_lambda.*\(0, inf\)"),
+    ({"mode": "robust", "epsilon": 1.0, "adv_lambda": 1.0},
+     "adv_lambda.*mode adv only"),
+    ({"mode": "none", "adv_attributes": ["gender"]},
+     "adv_attributes.*mode adv only"),
+    ({"mode": "adv", "adv_lambda": 1.0, "epsilon": 1.0}, "makes no sense"),
+    ({"mode": "adv", "adv_lambda": 1.0, "mechanism": "dchi", "eta": 5.0},
+     "makes no sense"),
+    ({"mode": "adv", "adv_lambda": 1.0, "adv_attributes": []},
+     "adv_attributes"),
+    ({"mode": "adv", "adv_lambda": 1.0, "adv_attributes": ["age", "age"]},
+     "adv_attributes"),
+])
+def test_adv_bad_configs_fail_before_training(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        training.TrainConfig(**kwargs).validate()
+
+
+def test_adv_missing_attributes_refused_before_training(tiny_preset, corpus,
+                                                        tmp_path):
+    out = tmp_path / "adv_missing"
+    config = _config(tiny_preset, mode="adv", adv_lambda=1.0,
+                     adv_attributes=["gender", "nationality"])
+    with pytest.raises(data.DataError, match="nationality"):
+        training.train(config, str(out), dataset=corpus, verbose=0)
+    assert not out.exists()  # nothing written: the same dir can be reused
+    no_private = data.TextDataset(
+        "plain", {s: data.Examples(e.texts, e.labels)
+                  for s, e in corpus.splits.items()}, 2, {})
+    with pytest.raises(data.DataError, match="private attributes.*none"):
+        training.train(_config(tiny_preset, mode="adv", adv_lambda=1.0),
+                       str(out), dataset=no_private, verbose=0)
+    assert not out.exists()
+
+
+def test_program_adv_flags(tmp_path):
+    program = os.path.join(ROOT, "train", "tfdptext-train")
+    result = subprocess.run(
+        [sys.executable, program, "--mode=robust", "--epsilon=1",
+         "--adv_lambda=1", "--adv_attributes=gender,age",
+         f"--output_dir={tmp_path / 'x'}"],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "applies to mode adv only" in result.stderr
+    assert "Traceback" not in result.stderr

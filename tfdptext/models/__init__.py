@@ -1,5 +1,6 @@
 """Encoders and the user-side / server-side split."""
 
+from tfdptext.models.gradient_reversal import GradientReversal
 from tfdptext.models.pooling import MaskedMeanPooling
 from tfdptext.models.presets import DEFAULT_PRESET
 from tfdptext.models.presets import EncoderNotFoundError

@@ -1,13 +1,33 @@
 """Building the split model a TrainConfig asks for."""
 
+import keras
+
 from tfdptext import layers
 from tfdptext import models
+from tfdptext.privacy import guarantee as guarantee_lib
+
+# Output names of the adversarial training model (mode adv).
+LABEL_OUTPUT = "label"
+ADV_PREFIX = "adv_"
+# Attacker heads: the same 2-layer MLP as the evaluation's eavesdropper
+# (tfdptext.evaluation.attacker).
+ADV_HIDDEN_UNITS = 512
+ADV_CONDITIONS = (
+    "adversarial training (ADV baseline, Lyu et al. 2020): the user side "
+    "releases the clean representation, with no noise; gradient reversal "
+    "only makes the trained attacker heads' private attributes harder to "
+    "predict",
+    "empirical privacy only: no differential privacy guarantee of any kind; "
+    "a stronger or retrained attacker may still recover the attributes",
+)
 
 
 def build_split(config, backbone, tokenizer, num_classes):
     """The SplitModel for `config.mode` (see tfdptext.models.split).
 
     - none: encoder + pooling on the user side, no privatization.
+    - adv: the same split as none; `adversarial_model` adds the training-only
+      attacker heads.
     - robust (DPNR): [WordDropout] -> encoder -> pool -> MinMaxNormalize ->
       LaplaceNoise; everything trains, the noise stays in the graph.
     - seq_rep: the same release (Laplace, or DChiNoise on the pooled vector),
@@ -19,7 +39,7 @@ def build_split(config, backbone, tokenizer, num_classes):
     description = f"{config.preset} token embeddings"
     # Variable length: batches are trimmed to their longest text.
     common = dict(pooling=config.pooling, sequence_length=None)
-    if config.mode in ("none", "robust", "seq_rep"):
+    if config.mode in ("none", "adv", "robust", "seq_rep"):
         privatizers = []
         if config.mechanism == "laplace":
             privatizers = [layers.MinMaxNormalize(),
@@ -53,3 +73,57 @@ def build_split(config, backbone, tokenizer, num_classes):
     if config.frozen_user_side:
         split.freeze_user_side()
     return split
+
+
+def adv_output_name(attribute):
+    """The training model's output (and target) name for an attribute."""
+    return ADV_PREFIX + attribute
+
+
+def adversarial_model(split, attributes, adv_lambda,
+                      hidden_units=ADV_HIDDEN_UNITS):
+    """The mode-adv training model around `split` (from mode none).
+
+    Outputs {"label": task logits, "adv_<attribute>": attacker logits...}:
+    each attacker head (Dense(relu) -> Dense) reads the user side's pooled
+    representation through a `GradientReversal(adv_lambda)`, so training on
+    the sum of the losses fits the heads to the private attributes while
+    the encoder is pushed to remove them. The heads exist only in this
+    model: `split.user` and `split.server` are unchanged and share its
+    weights.
+
+    Args:
+        split: a SplitModel from `build_split` for mode none or adv (no
+            privatization layer: the heads sit on the clean representation).
+        attributes: {attribute name: number of its classes}.
+        adv_lambda: the gradient-reversal weight (> 0).
+    """
+    if split.privatizer is not None:
+        raise ValueError("Adversarial heads go on a non-private split "
+                         "(mode none/adv), this one has a privatizer.")
+    if not attributes:
+        raise ValueError("`attributes` must name at least one private "
+                         "attribute for the attacker heads.")
+    inputs = split.model.input
+    representation = split.user(inputs)
+    outputs = {LABEL_OUTPUT: split.server(representation)}
+    reversed_ = models.GradientReversal(adv_lambda, name="gradient_reversal")(
+        representation)
+    for name, num_classes in attributes.items():
+        out = adv_output_name(name)
+        x = keras.layers.Dense(hidden_units, activation="relu",
+                               name=f"{out}_hidden")(reversed_)
+        outputs[out] = keras.layers.Dense(int(num_classes),
+                                          name=f"{out}_logits")(x)
+    return keras.Model(inputs, outputs, name="adversarial_classifier")
+
+
+def run_guarantee(config, split, max_tokens=None):
+    """What the user side of a run releases, stated for split.json and
+    metrics.json. Mode adv states "none" with why (empirical privacy only)."""
+    if config.mode == "adv":
+        return guarantee_lib.Guarantee(
+            mechanism="adversarial_training", parameter="none", value=None,
+            unit=guarantee_lib.NO_PRIVACY, conditions=ADV_CONDITIONS,
+            details={"adv_lambda": config.adv_lambda})
+    return split.guarantee(max_tokens=max_tokens)

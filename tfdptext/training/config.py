@@ -5,7 +5,7 @@ import json
 
 from tfdptext.privacy import validation
 
-MODES = ("none", "robust", "token_rep", "text_to_text", "seq_rep")
+MODES = ("none", "robust", "token_rep", "text_to_text", "seq_rep", "adv")
 MECHANISMS = ("none", "laplace", "dchi")
 # Which mechanisms make sense for which mode.
 ALLOWED = {
@@ -14,6 +14,10 @@ ALLOWED = {
     "seq_rep": ("laplace", "dchi"),
     "token_rep": ("dchi",),
     "text_to_text": ("dchi",),
+    # Adversarial training (the ADV baseline of Lyu et al. 2020): the user
+    # side releases the clean representation, as in mode none. Empirical
+    # privacy only, never a DP guarantee.
+    "adv": ("none",),
 }
 # Modes where the user side is frozen (Qu et al. privacy-constrained
 # fine-tuning: the server cannot update what runs on the phone).
@@ -25,6 +29,12 @@ class TrainConfig:
     """Everything that defines a run; saved as config.json beside it.
 
     Fields left at None take the mode's defaults (see `validate`).
+
+    Mode `adv` (adversarial training, the ADV baseline of DPNR) uses
+    `adv_lambda`, the gradient-reversal weight (> 0, required), and
+    `adv_attributes`, the private attributes with an attacker head each
+    (None: all of the dataset's). Its user side adds no noise: the
+    guarantee is "none" (empirical privacy only, no DP).
     """
 
     mode: str = "robust"
@@ -44,6 +54,8 @@ class TrainConfig:
     max_train_examples: int | None = None
     max_dev_examples: int | None = None
     seed: int = 0
+    adv_lambda: float | None = None
+    adv_attributes: tuple | list | None = None
 
     def validate(self):
         """Fills defaults and raises ValueError naming any bad field."""
@@ -101,7 +113,38 @@ class TrainConfig:
         for name in ("max_train_examples", "max_dev_examples"):
             if getattr(self, name) is not None:
                 validation.check_int(name, getattr(self, name), 1)
+        self._validate_adv()
         return self
+
+    def _validate_adv(self):
+        if self.mode != "adv":
+            for name in ("adv_lambda", "adv_attributes"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"`{name}` applies to mode adv only, received "
+                        f"{getattr(self, name)!r} with `mode={self.mode}`.")
+            return
+        if self.adv_lambda is None:
+            raise ValueError("`adv_lambda` (the gradient-reversal weight, "
+                             "allowed range: (0, inf)) is required with "
+                             "mode adv.")
+        self.adv_lambda = validation.check_positive("adv_lambda",
+                                                    self.adv_lambda)
+        if self.adv_attributes is not None:
+            names = self.adv_attributes
+            if isinstance(names, str):  # "gender,age"
+                names = [n.strip() for n in names.split(",")]
+            if (not isinstance(names, (list, tuple)) or not names
+                    or any(not isinstance(n, str) or not n for n in names)):
+                raise ValueError(
+                    "`adv_attributes` must be a non-empty list of private "
+                    "attribute names (or None for all of the dataset's), "
+                    f"received {self.adv_attributes!r}.")
+            if len(set(names)) != len(names):
+                raise ValueError(f"`adv_attributes` names an attribute "
+                                 f"twice: {list(names)}.")
+            # A list, as it reads back from config.json (run identity).
+            self.adv_attributes = list(names)
 
     @property
     def frozen_user_side(self):
@@ -125,5 +168,7 @@ class TrainConfig:
     def run_identity(self):
         """The fields that must match to resume a run in the same dir."""
         data = self.to_dict()
+        if data["adv_attributes"] is not None:
+            data["adv_attributes"] = list(data["adv_attributes"])
         data.pop("epochs")  # more epochs may be asked for on resume
         return data

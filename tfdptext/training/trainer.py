@@ -3,7 +3,8 @@
 Output directory layout:
     config.json          the TrainConfig (a different run here is refused)
     backup/              BackupAndRestore state while training (resume)
-    best.weights.h5      weights of the epoch with the lowest dev loss
+    best.weights.h5      weights of the epoch with the lowest dev loss (of
+                         the main task; mode adv: of the label output)
     best.json            that loss and epoch (kept across a resume)
     logs/                TensorBoard
     user_side.keras      the on-device model (privatization layer inside)
@@ -24,6 +25,7 @@ import tensorflow as tf
 
 from tfdptext import data as data_lib
 from tfdptext import models
+from tfdptext.training import builder
 from tfdptext.training.builder import build_split
 from tfdptext.training.config import TrainConfig
 from tfdptext.version import __version__
@@ -46,6 +48,13 @@ class RunDirectoryError(ValueError):
 
 def prepare_output_dir(output_dir, config):
     """Creates the directory, or checks that it holds this same run."""
+    check_output_dir(output_dir, config)
+    _write_config(output_dir, config)
+
+
+def check_output_dir(output_dir, config):
+    """Raises RunDirectoryError unless the directory is new, empty or holds
+    this same run; writes nothing."""
     path = os.path.join(output_dir, CONFIG)
     if os.path.exists(path):
         with open(path) as f:
@@ -60,6 +69,10 @@ def prepare_output_dir(output_dir, config):
         raise RunDirectoryError(
             f"{output_dir} is not empty and holds no tfdptext run; choose "
             "another --output_dir.")
+
+
+def _write_config(output_dir, config):
+    path = os.path.join(output_dir, CONFIG)
     os.makedirs(output_dir, exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -68,22 +81,53 @@ def prepare_output_dir(output_dir, config):
 
 
 def _batches(tokenizer, dataset, split, batch_size, shuffle, seed,
-             max_examples=None):
+             max_examples=None, adv_attributes=None):
+    """(features, label) batches; with `adv_attributes` (mode adv) the
+    target is a dict {"label": label, "adv_<attribute>": private label}
+    matching the adversarial training model's outputs."""
     ds = dataset.tf_dataset(split)
     if max_examples:
         ds = ds.take(max_examples)
     if shuffle:
         ds = ds.shuffle(10000, seed=seed, reshuffle_each_iteration=True)
-    return tokenizer.encode_dataset(ds, batch_size).map(
-        _trim_padding).prefetch(tf.data.AUTOTUNE)
+
+    def prepare(features, label, private):
+        features = _trim_padding(features)
+        if adv_attributes is None:
+            return features, label
+        targets = {builder.LABEL_OUTPUT: label}
+        for name in adv_attributes:
+            targets[builder.adv_output_name(name)] = private[name]
+        return features, targets
+
+    return tokenizer.encode_dataset(ds, batch_size).map(prepare).prefetch(
+        tf.data.AUTOTUNE)
 
 
-def _trim_padding(features, label, private):
+def _trim_padding(features):
     """Cuts a batch to its longest real sequence (results are unchanged:
     pooling and attention are masked; short texts train much faster)."""
-    del private
     length = tf.reduce_max(tf.reduce_sum(features["padding_mask"], axis=1))
-    return {k: v[:, :length] for k, v in features.items()}, label
+    return {k: v[:, :length] for k, v in features.items()}
+
+
+def adv_attributes_for(config, dataset):
+    """The private attributes mode adv trains attacker heads for.
+
+    Raises DataError (a ValueError) naming them when the dataset lacks any
+    of `config.adv_attributes`, or has no private attribute at all.
+    """
+    if not dataset.private_attributes:
+        raise data_lib.DataError(
+            f"Mode adv needs private attributes, but dataset "
+            f"{dataset.name!r} has none; use a dataset with private "
+            "attributes (e.g. synthetic, ag_dpnr, trustpilot).")
+    names = list(config.adv_attributes or sorted(dataset.private_attributes))
+    try:
+        dataset.require_private(names)
+    except data_lib.DataError as err:
+        raise data_lib.DataError(f"`adv_attributes`: {err}") from None
+    return names
 
 
 class _Throughput(keras.callbacks.Callback):
@@ -115,20 +159,26 @@ class _Throughput(keras.callbacks.Callback):
 
 class _BestRecord(keras.callbacks.Callback):
     """Keeps the best dev loss in best.json, so that a resumed run's
-    ModelCheckpoint starts from it instead of forgetting it."""
+    ModelCheckpoint starts from it instead of forgetting it.
 
-    def __init__(self, path):
+    best.json: {"val_loss": the best value of `monitor`, "monitor": its
+    log name, "epoch": ...}.
+    """
+
+    def __init__(self, path, monitor="val_loss"):
         super().__init__()
         self.path = path
+        self.monitor = monitor
         self.best = read_best(path)
 
     def on_epoch_end(self, epoch, logs=None):
-        loss = (logs or {}).get("val_loss")
+        loss = (logs or {}).get(self.monitor)
         if loss is not None and (self.best is None or loss < self.best):
             self.best = float(loss)
             tmp = self.path + ".tmp"
             with open(tmp, "w") as f:
-                json.dump({"val_loss": self.best, "epoch": epoch}, f)
+                json.dump({"val_loss": self.best, "monitor": self.monitor,
+                           "epoch": epoch}, f)
             os.replace(tmp, self.path)
 
 
@@ -149,8 +199,11 @@ def _versions():
 
 
 def _accuracy(model, batches):
+    """Main-task accuracy of `model` (features -> task logits)."""
     logits, labels = [], []
     for features, label in batches:
+        if isinstance(label, dict):  # mode adv: the task label only
+            label = label[builder.LABEL_OUTPUT]
         logits.append(model(features, training=False).numpy())
         labels.append(label.numpy())
     predicted = np.concatenate(logits).argmax(axis=1)
@@ -160,16 +213,25 @@ def _accuracy(model, batches):
 def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     """Trains `config` into `output_dir`; resumes a killed run there.
 
+    Mode adv (adversarial training, the ADV baseline) trains a model with
+    one training-only attacker head per private attribute behind a gradient
+    reversal; the user and server sides saved are those of mode none. Its
+    guarantee is "none": empirical privacy only, never DP.
+
     Returns the metrics dict (also written to metrics.json).
     """
     gpu = bool(tf.config.list_physical_devices("GPU"))
     if config.batch_size is None:
         config.batch_size = GPU_BATCH_SIZE if gpu else CPU_BATCH_SIZE
     config.validate()
-    prepare_output_dir(output_dir, config)
+    check_output_dir(output_dir, config)
     if dataset is None:
         dataset = data_lib.load_dataset(config.dataset,
                                         data_dir=config.data_dir)
+    adv_attributes = None
+    if config.mode == "adv":  # checked before anything is written
+        adv_attributes = adv_attributes_for(config, dataset)
+    _write_config(output_dir, config)
     if gpu:
         keras.mixed_precision.set_global_policy("mixed_float16")
     keras.utils.set_random_seed(config.seed)  # weight initialisation
@@ -179,23 +241,46 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     # The seed is for initialisation and shuffling only: the privacy noise
     # ops are traced during fit and must not inherit a global seed.
     tf.random.set_seed(None)
-    model = split.model
-    model.compile(
-        optimizer=keras.optimizers.AdamW(config.learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"])
+    def loss():
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    # The dev loss that picks best.weights.h5.
+    monitor = "val_loss"
+    if adv_attributes is None:
+        model = split.model
+        model.compile(
+            optimizer=keras.optimizers.AdamW(config.learning_rate),
+            loss=loss(), metrics=["accuracy"])
+    else:
+        # One model, one fit: total loss = task loss + the attacker heads'
+        # losses (unweighted; the gradient reversal's adv_lambda sets how
+        # hard the encoder fights them).
+        model = builder.adversarial_model(
+            split, {n: dataset.private_attributes[n] for n in adv_attributes},
+            config.adv_lambda)
+        model.compile(
+            optimizer=keras.optimizers.AdamW(config.learning_rate),
+            loss={name: loss() for name in model.output},
+            metrics={name: ["accuracy"] for name in model.output})
+        # The best checkpoint is chosen by the MAIN TASK's dev loss
+        # ("val_label_loss"), not the total: a low total would favour epochs
+        # where the attackers win, i.e. where more private information
+        # leaks.
+        monitor = f"val_{builder.LABEL_OUTPUT}_loss"
     train_batches = _batches(tokenizer, dataset, "train", config.batch_size,
-                             True, config.seed, config.max_train_examples)
+                             True, config.seed, config.max_train_examples,
+                             adv_attributes)
     dev_batches = _batches(tokenizer, dataset, "dev", config.batch_size,
-                           False, config.seed, config.max_dev_examples)
+                           False, config.seed, config.max_dev_examples,
+                           adv_attributes)
     test_batches = _batches(tokenizer, dataset, "test", config.batch_size,
                             False, config.seed)
     throughput = _Throughput(config.batch_size)
-    best_record = _BestRecord(os.path.join(output_dir, BEST_RECORD))
+    best_record = _BestRecord(os.path.join(output_dir, BEST_RECORD), monitor)
     callbacks = [
         keras.callbacks.BackupAndRestore(os.path.join(output_dir, "backup")),
         keras.callbacks.ModelCheckpoint(
-            os.path.join(output_dir, BEST), monitor="val_loss",
+            os.path.join(output_dir, BEST), monitor=monitor, mode="min",
             save_best_only=True, save_weights_only=True,
             initial_value_threshold=best_record.best),
         best_record,
@@ -212,7 +297,8 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     split.user.save(os.path.join(output_dir, USER))
     split.server.save(os.path.join(output_dir, SERVER))
     tokenizer.save_vocabulary(os.path.join(output_dir, VOCAB))
-    guarantee = split.guarantee(max_tokens=config.max_length - 2)
+    guarantee = builder.run_guarantee(config, split,
+                                      max_tokens=config.max_length - 2)
     with open(os.path.join(output_dir, SPLIT), "w") as f:
         json.dump({"split_point": split.split_point,
                    "guarantee": guarantee.to_dict(),
@@ -224,7 +310,9 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
         "mechanism": config.mechanism,
         "parameters": {"epsilon": config.epsilon, "eta": config.eta,
                        "sensitivity": config.sensitivity,
-                       "dropout_rate": config.dropout_rate},
+                       "dropout_rate": config.dropout_rate,
+                       "adv_lambda": config.adv_lambda,
+                       "adv_attributes": adv_attributes},
         "guarantee": guarantee.to_dict(),
         "guarantee_text": str(guarantee),
         "dataset": dataset.name,
@@ -236,8 +324,8 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
         "majority_test_accuracy": float(np.bincount(
             dataset.splits["test"].labels).max() / len(
                 dataset.splits["test"])),
-        "dev_accuracy": _accuracy(model, dev_batches),
-        "test_accuracy": _accuracy(model, test_batches),
+        "dev_accuracy": _accuracy(split.model, dev_batches),
+        "test_accuracy": _accuracy(split.model, test_batches),
         "epochs": config.epochs,
         "epochs_run_this_session": len(history.history.get("loss", [])),
         "history": {k: [float(v) for v in vals]

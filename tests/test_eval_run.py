@@ -1,0 +1,194 @@
+"""Evaluating trained runs (tfdptext-eval's library), sweeps and bad input."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tfdptext import data
+from tfdptext import training
+from tfdptext.evaluation import evaluate
+from tfdptext.evaluation import inversion
+from tfdptext.evaluation import sweep
+from tfdptext.evaluation.release import RunError
+from tfdptext.evaluation.release import TrainedRun
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_backbone):
+    """Tiny trained runs on the synthetic corpus (which leaks gender and
+    age through word choice): clean, heavily noised, and token-level."""
+    from tfdptext import models
+
+    base = tmp_path_factory.mktemp("eval")
+    preset = str(base / "preset")
+    tiny_backbone.save_to_preset(preset)
+    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), preset)
+    corpus = data.load_synthetic(num_examples=1000)
+    out = {"base": base, "corpus": corpus}
+    for name, kwargs in (("none", {"mode": "none"}),
+                         ("heavy", {"mode": "robust", "epsilon": 0.01}),
+                         ("t2t", {"mode": "text_to_text", "eta": 20.0}),
+                         ("token", {"mode": "token_rep", "eta": 20.0})):
+        config = training.TrainConfig(preset=preset, max_length=16,
+                                      batch_size=32, epochs=2,
+                                      learning_rate=3e-3, **kwargs)
+        out[name] = str(base / name)
+        training.train(config, out[name], dataset=corpus, verbose=0)
+    return out
+
+
+def _evaluate(runs, name, **kwargs):
+    out = str(runs["base"] / f"eval_{name}")
+    kwargs.setdefault("deniability_tokens", 10)
+    kwargs.setdefault("deniability_samples", 50)
+    return out, evaluate.evaluate(runs[name], out, dataset=runs["corpus"],
+                                  progress=False, **kwargs)
+
+
+def test_attackers_see_clean_leak_and_not_heavy_noise(runs):
+    out, clean = _evaluate(runs, "none")
+    gender = clean["attack"]["per_attribute"]["gender"]["mlp"]
+    # The tiny encoder keeps part of the leak: clearly above majority.
+    assert gender["accuracy"]["mean"] > gender["majority_accuracy"] + 0.1
+    assert gender["n_train"] == 800 and gender["n_test"] == 100
+    _, noisy = _evaluate(runs, "heavy")
+    for attribute in ("gender", "age"):
+        r = noisy["attack"]["per_attribute"][attribute]["mlp"]
+        assert abs(r["accuracy"]["mean"] - r["majority_accuracy"]) < 0.12
+    privacy = noisy["attack"]["empirical_privacy"]["demographic"]
+    assert privacy["strongest"] > \
+        clean["attack"]["empirical_privacy"]["demographic"]["strongest"]
+    # Files: eval.json equals the returned dict, report and plots exist.
+    saved = json.load(open(os.path.join(out, "eval.json")))
+    assert saved["utility"] == clean["utility"]
+    assert saved["utility"]["n_test"] == 100
+    report = open(os.path.join(out, "report.md")).read()
+    assert "NO privacy guarantee" in report and "gender" in report
+    for name in ("attackers.png", "fairness.png"):
+        with open(os.path.join(out, name), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_utility_and_fairness_match_direct_computation(runs):
+    out, result = _evaluate(runs, "none", private_attributes=["gender"])
+    saved = np.load(os.path.join(out, "predictions.npz"))
+    test = runs["corpus"].splits["test"]
+    np.testing.assert_array_equal(saved["labels"], test.labels)
+    assert result["utility"]["accuracy"] == pytest.approx(
+        (saved["predicted"] == test.labels).mean())
+    groups = test.private["gender"]
+    for g in (0, 1):
+        expected = (saved["predicted"] == test.labels)[groups == g].mean()
+        sub = result["fairness"]["gender"]["subgroups"][g]
+        assert sub["accuracy"] == pytest.approx(expected)
+        assert sub["n"] == int((groups == g).sum())
+    assert list(result["attack"]["per_attribute"]) == ["gender"]
+    # Gap change against itself: no change.
+    _, again = _evaluate(runs, "none", private_attributes=["gender"],
+                         baseline_eval=out)
+    assert "gap_change" in again
+
+
+def test_token_level_runs_report_inversion_and_deniability(runs):
+    _, t2t = _evaluate(runs, "t2t", private_attributes=[])
+    token = t2t["token_level"]
+    assert 0.0 <= token["inversion_accuracy"] <= 1.0
+    den = token["deniability"]
+    assert len(den["n_w"]) == len(den["tokens"]) == 10
+    assert all(0 <= n <= 50 for n in den["n_w"])
+    assert all(1 <= s <= 50 for s in den["s_w"])
+    _, tok = _evaluate(runs, "token", private_attributes=["age"])
+    assert 0.0 <= tok["token_level"]["inversion_accuracy"] <= 1.0
+    assert tok["attack"]["per_attribute"]["age"]["mlp"]["n_test"] == 100
+
+
+def test_inversion_exact_on_a_toy_table():
+    table = np.eye(4, dtype=np.float32) * 10
+    vectors = table[[2, 3, 1]] + 0.1
+    assert inversion.nearest_tokens(vectors, table).tolist() == [2, 3, 1]
+    released = np.stack([table[[0, 1, 2]], table[[3, 3, 3]]])
+    ids = np.array([[0, 1, 2], [3, 2, 1]])
+    mask = np.array([[1, 1, 1], [1, 1, 0]])
+    # Special id 0 is not counted; of 1, 2 | 3, 2: three of four recovered.
+    result = inversion.inversion_accuracy(released, ids, mask, table,
+                                          special_token_ids=[0])
+    assert result == {"accuracy": 0.75, "n_tokens": 4}
+    sample = inversion.regular_token_sample(ids, mask, [0], 10)
+    assert sample.tolist() == [1, 2, 3]
+
+
+def test_bad_input_is_refused_before_work(runs, tmp_path):
+    with pytest.raises(data.DataError, match="salary"):
+        evaluate.evaluate(runs["none"], str(tmp_path / "a"),
+                          dataset=runs["corpus"],
+                          private_attributes=["salary"], progress=False)
+    other_vocab = tmp_path / "vocab.txt"
+    other_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
+    with pytest.raises(RunError, match="not the model's"):
+        evaluate.evaluate(runs["none"], str(tmp_path / "b"),
+                          dataset=runs["corpus"],
+                          vocabulary=str(other_vocab), progress=False)
+    with pytest.raises(RunError, match="not a finished"):
+        TrainedRun(str(tmp_path))
+    with pytest.raises(ValueError, match="attackers"):
+        evaluate.evaluate(runs["none"], str(tmp_path / "c"),
+                          dataset=runs["corpus"], attackers=["oracle"],
+                          progress=False)
+    assert not os.path.exists(tmp_path / "a")
+
+
+def test_eval_program_usage_error(runs, tmp_path):
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "eval", "tfdptext-eval"),
+         f"--model_dir={runs['none']}", f"--output_dir={tmp_path / 'x'}",
+         "--private_attributes=salary"],
+        capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode != 0
+    assert "salary" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_sweep_resumes_without_redoing_finished_cells(tmp_path):
+    cells = sweep.parse_grid(["epsilon=0.1,1,5"])
+    assert cells == [{"epsilon": 0.1}, {"epsilon": 1}, {"epsilon": 5}]
+    calls = []
+
+    def train_fn(cell, run_dir):
+        calls.append(("train", cell["epsilon"]))
+        os.makedirs(run_dir, exist_ok=True)
+        open(os.path.join(run_dir, "metrics.json"), "w").write("{}")
+
+    def eval_fn(cell, run_dir, fail_at=[1]):
+        calls.append(("eval", cell["epsilon"]))
+        if cell["epsilon"] in fail_at:
+            fail_at.clear()
+            raise KeyboardInterrupt  # killed while evaluating cell 2
+        os.makedirs(os.path.join(run_dir, "eval"), exist_ok=True)
+        json.dump({"utility": {"accuracy": 0.5 + cell["epsilon"] / 20,
+                               "n_test": 10},
+                   "attack": {"empirical_privacy": {"demographic": {
+                       "strongest": 0.5 - cell["epsilon"] / 20,
+                       "majority": 0.5}}}},
+                  open(os.path.join(run_dir, "eval", "eval.json"), "w"))
+
+    runner = sweep.Sweep(str(tmp_path), cells, train_fn, eval_fn)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(log=lambda _: None)
+    assert calls == [("train", 0.1), ("eval", 0.1), ("train", 1),
+                     ("eval", 1)]
+    calls.clear()
+    rows = runner.run(log=lambda _: None)
+    # Cell 1 untouched, cell 2 evaluated only, cell 3 trained + evaluated.
+    assert calls == [("eval", 1), ("train", 5), ("eval", 5)]
+    assert [r["epsilon"] for r in rows] == [0.1, 1, 5]
+    path = sweep.write_summary(rows, str(tmp_path), "epsilon")
+    assert open(path, "rb").read(4) == b"\x89PNG"
+    assert "privacy_demographic" in open(tmp_path / "summary.md").read()
+    with pytest.raises(ValueError, match="name=v1"):
+        sweep.parse_grid(["epsilon"])

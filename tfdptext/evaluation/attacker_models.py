@@ -1,0 +1,102 @@
+"""The attacker models behind `train_attacker`.
+
+Each fitter trains on (x_train, y_train), picks its hyperparameters or its
+stopping point on (x_dev, y_dev) only, and returns class probabilities of
+shape (len(x_test), num_classes) for the test split.
+"""
+
+import numpy as np
+
+LOGISTIC_C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0)
+BOOSTING_LEAF_GRID = (7, 31)
+
+
+def _full_probs(probs, classes, num_classes):
+    """One column per class, also for classes unseen in training
+    (scikit-learn only returns columns for `model.classes_`)."""
+    full = np.zeros((len(probs), num_classes))
+    full[:, classes] = probs
+    return full
+
+
+def _dev_loss(probs, y):
+    return float(-np.mean(np.log(np.clip(probs[np.arange(len(y)), y],
+                                         1e-12, None))))
+
+
+def fit_keras_mlp(x_train, y_train, x_dev, y_dev, x_test, num_classes,
+                  hidden=(512,), dropout=0.0, standardize=False, epochs=50,
+                  batch_size=64, patience=3, learning_rate=1e-3, seed=0):
+    """ReLU MLP with `hidden` layer widths, early-stopped on dev loss."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    layers = [keras.Input((x_train.shape[1],))]
+    if standardize:
+        norm = keras.layers.Normalization()
+        norm.adapt(x_train)
+        layers.append(norm)
+    for units in hidden:
+        layers.append(keras.layers.Dense(units, activation="relu"))
+        if dropout:
+            layers.append(keras.layers.Dropout(dropout))
+    layers.append(keras.layers.Dense(num_classes))
+    model = keras.Sequential(layers)
+    model.compile(keras.optimizers.Adam(learning_rate),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x_train, y_train, validation_data=(x_dev, y_dev),
+              epochs=epochs, batch_size=batch_size, verbose=0,
+              callbacks=[keras.callbacks.EarlyStopping(
+                  patience=patience, restore_best_weights=True)])
+    logits = model.predict(x_test, verbose=0, batch_size=1024)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    return np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+
+
+def fit_logistic_regression(x_train, y_train, x_dev, y_dev, x_test,
+                            num_classes, seed=0):
+    """Logistic regression on standardized features; C picked on dev loss."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    best_loss, best = np.inf, None
+    for c in LOGISTIC_C_GRID:
+        model = make_pipeline(StandardScaler(), LogisticRegression(
+            C=c, max_iter=1000, random_state=seed))
+        model.fit(x_train, y_train)
+        loss = _dev_loss(_full_probs(model.predict_proba(x_dev),
+                                     model.classes_, num_classes), y_dev)
+        if loss < best_loss:
+            best_loss, best = loss, model
+    return _full_probs(best.predict_proba(x_test), best.classes_,
+                       num_classes)
+
+
+def fit_gradient_boosting(x_train, y_train, x_dev, y_dev, x_test, num_classes,
+                          max_iter=200, seed=0):
+    """Histogram gradient boosting, early-stopped on dev loss.
+
+    For each tree size in BOOSTING_LEAF_GRID, fits `max_iter` rounds and
+    keeps the round count with the lowest dev loss (the staged predictions
+    make this one fit per grid point).
+    """
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    best_loss, best = np.inf, None
+    for leaves in BOOSTING_LEAF_GRID:
+        model = HistGradientBoostingClassifier(
+            max_iter=max_iter, max_leaf_nodes=leaves, learning_rate=0.1,
+            early_stopping=False, random_state=seed)
+        model.fit(x_train, y_train)
+        for rounds, probs in enumerate(model.staged_predict_proba(x_dev), 1):
+            loss = _dev_loss(_full_probs(probs, model.classes_, num_classes),
+                             y_dev)
+            if loss < best_loss:
+                best_loss, best = loss, (model, rounds)
+    model, rounds = best
+    for stage, probs in enumerate(model.staged_predict_proba(x_test), 1):
+        if stage == rounds:
+            break
+    return _full_probs(probs, model.classes_, num_classes)

@@ -1,0 +1,186 @@
+"""A grid of training + evaluation runs that resumes, and its curves.
+
+Each cell of the grid (e.g. epsilon x dropout_rate, or mode x eta) gets a
+directory `<output_dir>/<cell name>/` holding the training run, with its
+evaluation in `eval/`. Re-running the sweep skips cells whose eval.json
+exists, evaluates cells that trained but were not evaluated, and lets an
+interrupted training resume from its checkpoint (tfdptext-train does).
+
+Example:
+>>> cells = parse_grid(["epsilon=0.05,0.5,5"])
+>>> Sweep("sweeps/ag_eps", cells, train_fn, eval_fn).run()
+"""
+
+import itertools
+import json
+import os
+
+import numpy as np
+
+STATE = "sweep.json"
+
+
+def _value(text):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_grid(specs):
+    """["epsilon=0.05,0.1", "mode=a,b"] -> the list of cells (dicts),
+    the Cartesian product in the order given."""
+    if not specs:
+        raise ValueError("`grid` needs at least one name=v1,v2,... entry.")
+    axes = []
+    for spec in specs:
+        name, sep, values = spec.partition("=")
+        name = name.strip().lstrip("-")
+        parts = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not name or not parts:
+            raise ValueError(f"`grid` entry {spec!r} must look like "
+                             "name=v1,v2,...")
+        if name in [a for a, _ in axes]:
+            raise ValueError(f"`grid` names {name!r} twice.")
+        axes.append((name, [_value(v) for v in parts]))
+    return [dict(zip([a for a, _ in axes], combo))
+            for combo in itertools.product(*[v for _, v in axes])]
+
+
+def cell_name(cell):
+    return "_".join(f"{k}{v:g}" if isinstance(v, (int, float)) else f"{k}{v}"
+                    for k, v in cell.items())
+
+
+class Sweep:
+    """Runs `train_fn(cell, run_dir)` then `eval_fn(cell, run_dir)` per cell.
+
+    `train_fn` must leave `run_dir/metrics.json` when done and `eval_fn`
+    `run_dir/eval/eval.json` (tfdptext-train and tfdptext-eval do).
+    """
+
+    def __init__(self, output_dir, cells, train_fn, eval_fn):
+        if not cells:
+            raise ValueError("`cells` is empty.")
+        names = [cell_name(c) for c in cells]
+        if len(set(names)) != len(names):
+            raise ValueError("Two cells of the grid have the same name.")
+        self.output_dir = output_dir
+        self.cells = list(cells)
+        self.train_fn = train_fn
+        self.eval_fn = eval_fn
+
+    def run_dir(self, cell):
+        return os.path.join(self.output_dir, cell_name(cell))
+
+    def eval_path(self, cell):
+        return os.path.join(self.run_dir(cell), "eval", "eval.json")
+
+    def run(self, log=print):
+        os.makedirs(self.output_dir, exist_ok=True)
+        state = self._load_state()
+        for cell in self.cells:
+            name, run_dir = cell_name(cell), self.run_dir(cell)
+            if os.path.exists(self.eval_path(cell)):
+                log(f"{name}: done, skipped")
+                continue
+            if not os.path.exists(os.path.join(run_dir, "metrics.json")):
+                log(f"{name}: training")
+                self.train_fn(cell, run_dir)
+            log(f"{name}: evaluating")
+            self.eval_fn(cell, run_dir)
+            if not os.path.exists(self.eval_path(cell)):
+                raise RuntimeError(f"{name}: evaluation wrote no eval.json.")
+            state[name] = cell
+            self._save_state(state)
+        return self.summary()
+
+    def _load_state(self):
+        path = os.path.join(self.output_dir, STATE)
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)["finished"]
+        return {}
+
+    def _save_state(self, state):
+        path = os.path.join(self.output_dir, STATE)
+        with open(path + ".tmp", "w") as f:
+            json.dump({"finished": state}, f, indent=2)
+        os.replace(path + ".tmp", path)
+
+    def summary(self):
+        """One row per finished cell: parameters, utility, privacy."""
+        rows = []
+        for cell in self.cells:
+            if not os.path.exists(self.eval_path(cell)):
+                continue
+            with open(self.eval_path(cell)) as f:
+                result = json.load(f)
+            row = {"cell": cell_name(cell), **cell,
+                   "test_accuracy": result["utility"]["accuracy"],
+                   "n_test": result["utility"]["n_test"],
+                   "guarantee": result.get("guarantee_text")}
+            privacy = result.get("attack", {}).get("empirical_privacy", {})
+            for group, values in privacy.items():
+                row[f"privacy_{group}"] = values["strongest"]
+                row[f"privacy_{group}_majority"] = values["majority"]
+            token = result.get("token_level")
+            if token:
+                row["inversion_accuracy"] = token["inversion_accuracy"]
+            rows.append(row)
+        return rows
+
+
+def write_summary(rows, output_dir, x_name):
+    """summary.md and curves.png (utility and privacy against `x_name`,
+    one line per value of the other grid parameters)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        raise ValueError("No finished cells to summarise.")
+    columns = [k for k in rows[0] if k not in ("cell", "guarantee")]
+    for row in rows[1:]:
+        columns += [k for k in row if k not in columns
+                    and k not in ("cell", "guarantee")]
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(
+            f"{row.get(c):.4g}" if isinstance(row.get(c), float)
+            else str(row.get(c, "")) for c in columns) + " |")
+    with open(os.path.join(output_dir, "summary.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    measures = [c for c in columns if c == "test_accuracy"
+                or (c.startswith("privacy_") and not c.endswith("majority"))
+                or c == "inversion_accuracy"]
+    others = [c for c in rows[0] if c not in measures + [x_name, "cell",
+                                                         "guarantee", "n_test"]
+              and not c.startswith("privacy_")]
+    fig, axes = plt.subplots(1, len(measures), figsize=(4 * len(measures),
+                                                        3.2), squeeze=False)
+    groups = {}
+    for row in rows:
+        groups.setdefault(tuple(row.get(o) for o in others), []).append(row)
+    for ax, measure in zip(axes[0], measures):
+        for key, group in groups.items():
+            group = sorted(group, key=lambda r: r[x_name])
+            label = ", ".join(f"{o}={v}" for o, v in zip(others, key)) or None
+            ax.plot([r[x_name] for r in group],
+                    [r.get(measure, np.nan) for r in group], "o-",
+                    label=label)
+        ax.set_xlabel(x_name)
+        ax.set_ylabel(measure.replace("_", " "))
+        if all(isinstance(r[x_name], (int, float)) and r[x_name] > 0
+               for r in rows) and len({r[x_name] for r in rows}) > 2:
+            ax.set_xscale("log")
+        if len(groups) > 1:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(output_dir, "curves.png"), dpi=110)
+    plt.close(fig)
+    return os.path.join(output_dir, "curves.png")
