@@ -48,7 +48,6 @@ def _latency(tflite_bytes, feed, threads, invokes):
 
 def main(argv):
     del argv
-    import numpy as np
     import tensorflow as tf
 
     from tfdptext import layers, models

@@ -84,8 +84,9 @@ def ag_tables(plt):
     none = _eval("ag_dpnr_none")
     if none:
         u = none["utility"]
-        print(f"| majority | {_f(u['majority_accuracy'])} | 100.0 (always "
-              "'absent': F1 of 'present' is 0) | 57.79 / 49.34 |")
+        _, majority = _privacy(none, "entity")
+        print(f"| majority class | {_f(u['majority_accuracy'])} | "
+              f"{_f(majority)} | 57.79 / 49.34 |")
     for label, name, paper in (("non-private", "ag_dpnr_none",
                                 "78.75 / 23.24"),
                                ("ADV (lambda 1)", "ag_dpnr_adv", "-"),

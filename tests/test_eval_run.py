@@ -192,3 +192,29 @@ def test_sweep_resumes_without_redoing_finished_cells(tmp_path):
     assert "privacy_demographic" in open(tmp_path / "summary.md").read()
     with pytest.raises(ValueError, match="name=v1"):
         sweep.parse_grid(["epsilon"])
+
+
+def test_empirical_privacy_hand_computed():
+    def summary(acc, f1, majority_class, present, n=100):
+        return {"accuracy": {"mean": acc}, "positive_f1": {"mean": f1},
+                "majority_accuracy": max(present, n - present) / n,
+                "majority_class": majority_class, "n_test": n,
+                "n_test_per_class": {"0": n - present, "1": present}}
+
+    per = {"gender": {"mlp": summary(0.7, 0.6, 0, 40),
+                      "lr": summary(0.8, 0.7, 0, 40)},
+           "age": {"mlp": summary(0.6, 0.5, 1, 55),
+                   "lr": summary(0.5, 0.4, 1, 55)},
+           "entity_0": {"mlp": summary(0.9, 0.4, 1, 60),
+                        "lr": summary(0.9, 0.2, 1, 60)},
+           "entity_1": {"mlp": summary(0.9, 0.1, 0, 10),
+                        "lr": summary(0.9, 0.3, 0, 10)}}
+    result = evaluate.empirical_privacy(per, ["mlp", "lr"])
+    demo, entity = result["demographic"], result["entity"]
+    assert demo["mlp"] == pytest.approx(1 - (0.7 + 0.6) / 2)
+    assert demo["strongest"] == pytest.approx(1 - (0.8 + 0.6) / 2)
+    assert demo["majority"] == pytest.approx(1 - (0.6 + 0.55) / 2)
+    assert entity["lr"] == pytest.approx(1 - (0.2 + 0.3) / 2)
+    assert entity["strongest"] == pytest.approx(1 - (0.4 + 0.3) / 2)
+    # Majority "present" for entity_0 (share 0.6): F1 = 1.2 / 1.6.
+    assert entity["majority"] == pytest.approx(1 - (0.75 + 0.0) / 2)

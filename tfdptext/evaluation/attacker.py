@@ -83,6 +83,7 @@ def train_attacker(x_train, y_train, x_dev, y_dev, x_test, y_test,
         "n_train": int(len(y_train)), "n_dev": int(len(y_dev)),
         "n_test": int(len(y_test)),
     }
+    result["majority_class"] = int(np.bincount(y_train).argmax())
     # Accuracy within each true class (DPNR Table 5: entity absent/present).
     result["per_class_accuracy"] = {
         str(c): float((predicted[y_test == c] == c).mean())

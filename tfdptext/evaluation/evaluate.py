@@ -76,8 +76,8 @@ def attack(features, private, attributes, kinds, repeats, seed=0,
             summary = {key: _mean_std([run[key] for run in runs])
                        for key in ("accuracy", "macro_f1", "roc_auc",
                                    "positive_f1") if key in runs[0]}
-            for key in ("majority_accuracy", "n_train", "n_dev", "n_test",
-                        "n_test_per_class"):
+            for key in ("majority_accuracy", "majority_class", "n_train",
+                        "n_dev", "n_test", "n_test_per_class"):
                 summary[key] = runs[0][key]
             summary["per_class_accuracy"] = {
                 c: float(np.mean([run["per_class_accuracy"][c]
@@ -110,11 +110,23 @@ def empirical_privacy(per_attribute, kinds):
             row["majority"] = 1.0 - float(np.mean(
                 [per_attribute[a][kinds[0]]["majority_accuracy"]
                  for a in attributes]))
-        else:  # always predicting "absent" has F1 0 on "present"
-            row["majority"] = 1.0
+        else:
+            row["majority"] = 1.0 - float(np.mean(
+                [_majority_f1(per_attribute[a][kinds[0]])
+                 for a in attributes]))
         result[group] = {"measure": f"1 - mean {key.replace('_', ' ')}",
                          "attributes": attributes, **row}
     return result
+
+
+def _majority_f1(summary):
+    """F1 of "present" for always predicting the train majority class:
+    0 when that is "absent", 2p / (1 + p) when it is "present" (p = share
+    of "present" in test)."""
+    if summary["majority_class"] != 1:
+        return 0.0
+    share = summary["n_test_per_class"].get("1", 0) / summary["n_test"]
+    return 2 * share / (1 + share)
 
 
 def fairness_report(labels, predicted, private, attributes):
