@@ -25,7 +25,7 @@ demo: $(STAMP)
 	$(VENV)/bin/tfdptext-demo
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --durations=15 tests
+	$(PY) -m pytest -n 2 --dist loadfile --durations=15 tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/privatization_throughput.py

@@ -24,6 +24,18 @@ def _save(fig, output_dir, name):
     return name
 
 
+def _finish_bars(plt, fig, ax, ticks, labels, ylabel, title, output_dir,
+                 name):
+    ax.set_xticks(ticks, labels, rotation=30)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7)
+    ax.set_title(title)
+    _save(fig, output_dir, name)
+    plt.close(fig)
+    return name
+
+
 def plots(result, output_dir):
     """Draws the plots that apply; returns their file names."""
     plt = _pyplot()
@@ -44,13 +56,10 @@ def plots(result, output_dir):
         ax.bar(x + len(kinds) * width, [per[a][kinds[0]]["majority_accuracy"]
                                         for a in attributes], width,
                color="grey", label="majority")
-        ax.set_xticks(x + width * len(kinds) / 2, attributes, rotation=30)
-        ax.set_ylabel("attacker test accuracy")
-        ax.set_ylim(0, 1)
-        ax.legend(fontsize=7)
-        ax.set_title("Attackers on the release")
-        names.append(_save(fig, output_dir, "attackers.png"))
-        plt.close(fig)
+        names.append(_finish_bars(
+            plt, fig, ax, x + width * len(kinds) / 2, attributes,
+            "attacker test accuracy", "Attackers on the release",
+            output_dir, "attackers.png"))
     if result.get("fairness"):
         fair = result["fairness"]
         fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(fair), 3.2))
@@ -60,13 +69,9 @@ def plots(result, output_dir):
                 ax.bar(i + (j - (len(groups) - 1) / 2) * 0.35,
                        info["subgroups"][g]["accuracy"], 0.33,
                        color=f"C{j}", label=f"group {g}" if i == 0 else None)
-        ax.set_xticks(range(len(fair)), list(fair), rotation=30)
-        ax.set_ylabel("main-task accuracy")
-        ax.set_ylim(0, 1)
-        ax.legend(fontsize=7)
-        ax.set_title("Main-task accuracy per subgroup")
-        names.append(_save(fig, output_dir, "fairness.png"))
-        plt.close(fig)
+        names.append(_finish_bars(
+            plt, fig, ax, range(len(fair)), list(fair), "main-task accuracy",
+            "Main-task accuracy per subgroup", output_dir, "fairness.png"))
     token = result.get("token_level")
     if token:
         den = token["deniability"]
