@@ -189,3 +189,24 @@ def test_membership_inference_rejects_bad_input():
         mia(logits, labels + 1, logits, labels)
     with pytest.raises(ValueError, match="`attacks` must be.*threshold"):
         mia(logits, labels, logits, labels, attacks=("random_forest",))
+
+
+def test_attacker_leaves_no_global_seed_for_later_noise():
+    """A seeded attacker must not seed noise ops traced after it: the
+    conversion of a noise layer afterwards stays unseeded."""
+    import keras
+    import tensorflow as tf
+
+    from tfdptext import export
+    from tfdptext import layers
+
+    rng = np.random.default_rng(1)
+    (xa, ya), (xb, yb), (xc, yc) = (_leaky(n, rng) for n in (60, 20, 20))
+    before = np.random.get_state()[1].copy()
+    evaluation.train_attacker(xa, ya, xb, yb, xc, yc, hidden_units=8,
+                              epochs=2, seed=3)
+    assert tf.compat.v1.get_seed(None) == (None, None)
+    np.testing.assert_array_equal(np.random.get_state()[1], before)
+    x = keras.Input((4,), name="x")
+    model = keras.Model(x, layers.LaplaceNoise(1.0)(x))
+    export.check_unseeded_builtins(export.convert(model))

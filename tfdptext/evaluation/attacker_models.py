@@ -7,6 +7,8 @@ shape (len(x_test), num_classes) for the test split.
 
 import numpy as np
 
+from tfdptext import seeding
+
 LOGISTIC_C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0)
 BOOSTING_LEAF_GRID = (7, 31)
 
@@ -30,26 +32,28 @@ def fit_keras_mlp(x_train, y_train, x_dev, y_dev, x_test, num_classes,
     """ReLU MLP with `hidden` layer widths, early-stopped on dev loss."""
     import keras
 
-    keras.utils.set_random_seed(seed)
-    layers = [keras.Input((x_train.shape[1],))]
-    if standardize:
-        norm = keras.layers.Normalization()
-        norm.adapt(x_train)
-        layers.append(norm)
-    for units in hidden:
-        layers.append(keras.layers.Dense(units, activation="relu"))
-        if dropout:
-            layers.append(keras.layers.Dropout(dropout))
-    layers.append(keras.layers.Dense(num_classes))
-    model = keras.Sequential(layers)
-    model.compile(keras.optimizers.Adam(learning_rate),
-                  keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
-    model.fit(x_train, y_train, validation_data=(x_dev, y_dev),
-              epochs=epochs, batch_size=batch_size, verbose=0,
-              callbacks=[keras.callbacks.EarlyStopping(
-                  patience=patience, restore_best_weights=True)])
-    logits = model.predict(x_test, verbose=0, batch_size=1024)
+    # Seeded weights, but no TF global seed left for later noise ops.
+    with seeding.scoped_seed(seed):
+        layers = [keras.Input((x_train.shape[1],))]
+        if standardize:
+            norm = keras.layers.Normalization()
+            norm.adapt(x_train)
+            layers.append(norm)
+        for units in hidden:
+            layers.append(keras.layers.Dense(units, activation="relu"))
+            if dropout:
+                layers.append(keras.layers.Dropout(dropout))
+        layers.append(keras.layers.Dense(num_classes))
+        model = keras.Sequential(layers)
+        model.compile(
+            keras.optimizers.Adam(learning_rate),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"])
+        model.fit(x_train, y_train, validation_data=(x_dev, y_dev),
+                  epochs=epochs, batch_size=batch_size, verbose=0,
+                  callbacks=[keras.callbacks.EarlyStopping(
+                      patience=patience, restore_best_weights=True)])
+        logits = model.predict(x_test, verbose=0, batch_size=1024)
     shifted = logits - logits.max(axis=1, keepdims=True)
     return np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
 

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from tfdptext import data as data_lib
 from tfdptext import models
+from tfdptext import seeding
 from tfdptext.training import builder
 from tfdptext.training.builder import build_split
 from tfdptext.training.config import TrainConfig
@@ -234,13 +235,13 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     _write_config(output_dir, config)
     if gpu:
         keras.mixed_precision.set_global_policy("mixed_float16")
-    keras.utils.set_random_seed(config.seed)  # weight initialisation
-    tokenizer = models.load_tokenizer(config.preset, config.max_length)
-    backbone = models.load_backbone(config.preset)
-    split = build_split(config, backbone, tokenizer, dataset.num_classes)
-    # The seed is for initialisation and shuffling only: the privacy noise
-    # ops are traced during fit and must not inherit a global seed.
-    tf.random.set_seed(None)
+    # The seed is for initialisation (and, below, shuffling) only: the
+    # privacy noise ops are traced during fit and must not inherit a global
+    # seed, so none is left set after the models are built.
+    with seeding.scoped_seed(config.seed):
+        tokenizer = models.load_tokenizer(config.preset, config.max_length)
+        backbone = models.load_backbone(config.preset)
+        split = build_split(config, backbone, tokenizer, dataset.num_classes)
     def loss():
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
