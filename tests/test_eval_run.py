@@ -61,7 +61,11 @@ def test_attackers_see_clean_leak_and_not_heavy_noise(runs):
     _, noisy = _evaluate(runs, "heavy")
     for attribute in ("gender", "age"):
         r = noisy["attack"]["per_attribute"][attribute]["mlp"]
-        assert abs(r["accuracy"]["mean"] - r["majority_accuracy"]) < 0.12
+        # No better than a constant guess, and no ranking skill (n = 100:
+        # the standard errors are about 0.05 and 0.06).
+        best_constant = max(r["n_test_per_class"].values()) / r["n_test"]
+        assert r["accuracy"]["mean"] <= best_constant + 0.15
+        assert abs(r["roc_auc"]["mean"] - 0.5) < 0.2
     privacy = noisy["attack"]["empirical_privacy"]["demographic"]
     assert privacy["strongest"] > \
         clean["attack"]["empirical_privacy"]["demographic"]["strongest"]
@@ -218,3 +222,14 @@ def test_empirical_privacy_hand_computed():
     assert entity["strongest"] == pytest.approx(1 - (0.4 + 0.3) / 2)
     # Majority "present" for entity_0 (share 0.6): F1 = 1.2 / 1.6.
     assert entity["majority"] == pytest.approx(1 - (0.75 + 0.0) / 2)
+
+
+def test_release_batches_cut_to_longest_text_match_full_length(runs):
+    """Cutting a batch to its longest text changes nothing (noise off)."""
+    run = TrainedRun(runs["none"])
+    texts = ["the staff was great .", "mary said the delivery was slow "
+             "after school and really bad , she told us ."]
+    released, features = run.releases(texts, batch_size=1)
+    full = np.asarray(run.user(features, training=False))
+    np.testing.assert_allclose(released["private_representation"], full,
+                               atol=1e-5)

@@ -121,13 +121,28 @@ class TrainedRun:
         bar = keras.utils.Progbar(len(texts), unit_name="text") \
             if progress else None
         parts = []
+        full = features["token_ids"].shape[1]
         for start in range(0, len(texts), batch_size):
-            batch = {k: v[start:start + batch_size]
+            # Cut the batch to its longest text (attention and pooling are
+            # masked, so the release is the same), then pad token-level
+            # outputs back to the full length so that batches stack.
+            length = max(int(features["padding_mask"][
+                start:start + batch_size].sum(axis=1).max()), 1)
+            batch = {k: v[start:start + batch_size, :length]
                      for k, v in features.items()}
             out = self.user(batch, training=False)
             if not isinstance(out, dict):
                 out = {"private_representation": out}
-            parts.append({k: np.asarray(v) for k, v in out.items()})
+            part = {}
+            for k, v in out.items():
+                v = np.asarray(v)
+                if v.ndim >= 2 and v.shape[1] == length and length < full:
+                    pad = [(0, 0), (0, full - length)] + [(0, 0)] * (
+                        v.ndim - 2)
+                    value = self.tokenizer.pad_id if k == "token_ids" else 0
+                    v = np.pad(v, pad, constant_values=value)
+                part[k] = v
+            parts.append(part)
             if bar is not None:
                 bar.add(len(batch["token_ids"]))
         released = {k: np.concatenate([p[k] for p in parts])
