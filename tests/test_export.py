@@ -87,7 +87,8 @@ def test_int8_labels_agree(runs):
 
 def test_robust_export_builtins_unseeded_fresh_noise(runs):
     out = str(runs["base"] / "exp_robust")
-    manifest = exporter.export_run(runs["robust"], out)
+    manifest = exporter.export_run(runs["robust"], out,
+                                   noise_source="internal")
     path = os.path.join(out, "user", "privatizer.tflite")
     ops = tflite.check_unseeded_builtins(open(path, "rb").read())
     assert any(op.name == "RANDOM_UNIFORM" for op in ops)
@@ -187,51 +188,126 @@ def test_predict_program(runs):
     assert "label" in result.stdout and "per coordinate" in result.stdout
 
 
-def test_noise_source_input_export(runs):
+FEED = {"token_ids": np.array([[101, 2307, 2326, 102] + [0] * 12], np.int32),
+        "padding_mask": np.array([[1] * 4 + [0] * 12], np.int32)}
+
+
+def _clean_release(run_dir):
+    """The run's user side with its noise off, on FEED."""
+    import keras
+
+    from tfdptext.models import secure
+
+    user = keras.models.load_model(os.path.join(run_dir, "user_side.keras"))
+    for layer in secure.find_layers(user):
+        if layer is not None:
+            layer.noise = False
+    return np.asarray(user({**FEED, "segment_ids": np.zeros_like(
+        FEED["token_ids"])}))
+
+
+def test_default_export_takes_random_words_and_adds_laplace(runs):
     from scipy import stats
 
-    from tfdptext.export.local import secure_uniforms
+    from tfdptext.models import secure
 
     out = str(runs["base"] / "exp_input")
     manifest = exporter.export_run(runs["robust"], out,
-                                   quantization="float32",
-                                   noise_source="input")
-    assert manifest["user"]["inputs"]["uniforms"] == [1, 16, 2,
-                                                      "float32"]
-    assert any("secure" in c for c in manifest["guarantee"]["conditions"])
+                                   quantization="float32")
+    assert manifest["user"]["noise_source"] == "input"
+    assert manifest["user"]["inputs"]["random_words"] == [1, 32, "int32"]
+    assert manifest["user"]["randomness"]["bytes"] == 128
+    assert manifest["guarantee"]["randomness"] == "app_secure_rng"
+    assert "secure generator" in manifest["guarantee_text"]
     path = os.path.join(out, "user", "privatizer.tflite")
     ops = tflite.check_unseeded_builtins(open(path, "rb").read())
     assert not any(op.name.startswith("RANDOM") for op in ops)
     runner = Interpreter(model_path=path).get_signature_runner()
-    feed = {"token_ids": np.array([[101, 2307, 2326, 102] + [0] * 12],
-                                  np.int32),
-            "padding_mask": np.array([[1] * 4 + [0] * 12], np.int32)}
-    u = secure_uniforms([1, 16, 2])
-    a = runner(**feed, uniforms=u)["private_representation"]
-    b = runner(**feed, uniforms=u)["private_representation"]
-    np.testing.assert_array_equal(a, b)  # the noise is a function of u
-    # With noise switched off inside, output - clean is Lap(1/eps) noise.
-    clean = runner(**feed, uniforms=np.full((1, 16, 2), 0.5, np.float32))
+    words = secure.os_random_words([1, 32])
+    a = runner(**FEED, random_words=words)["private_representation"]
+    b = runner(**FEED, random_words=words)["private_representation"]
+    np.testing.assert_array_equal(a, b)  # the noise is a function of words
+    clean = _clean_release(runs["robust"])
     samples = np.concatenate([
-        runner(**feed, uniforms=secure_uniforms([1, 16, 2]))
-        ["private_representation"] - clean["private_representation"]
-        for _ in range(400)])
+        runner(**FEED, random_words=secure.os_random_words([1, 32]))
+        ["private_representation"] - clean for _ in range(400)])
+    # epsilon 2 per coordinate: Lap(0.5).
     assert stats.kstest(samples.ravel(), stats.laplace(scale=0.5).cdf
                         ).pvalue > 1e-4
     labels = ExportedPipeline(out).predict(["the staff was friendly"])
     assert labels["label"].shape == (1,)
 
 
-def test_noise_source_input_refuses_word_dropout(runs, tmp_path):
+def _bad_words(rng):
+    """Random-word buffers an app gets wrong, each must fail closed."""
+    good = rng.integers(-2**31, 2**31, size=(1, 32), dtype=np.int64
+                        ).astype(np.int32)
+    half = good.copy()
+    half[:, 16:] = half[:, :16]
+    pairs = good.copy()
+    pairs[:, 1::2] = pairs[:, 0::2]  # each Laplace pair from one number
+    low_bytes = (good & 0xFF).astype(np.int32)  # only bytes written
+    return {"zeros": np.zeros((1, 32), np.int32),
+            "constant": np.full((1, 32), 123456789, np.int32),
+            "minus_one": np.full((1, 32), -1, np.int32),
+            "half_repeated": half, "pair_reused": pairs,
+            "low_bytes_only": low_bytes}
+
+
+def test_bad_random_words_fail_closed_on_phone_and_server(runs):
+    out = str(runs["base"] / "exp_input")
+    if not os.path.exists(out):
+        exporter.export_run(runs["robust"], out, quantization="float32")
+    runner = Interpreter(model_path=os.path.join(
+        out, "user", "privatizer.tflite")).get_signature_runner()
+    pipeline = ExportedPipeline(out)
+    for name, words in _bad_words(np.random.default_rng(0)).items():
+        released = runner(**FEED, random_words=words)
+        assert np.isnan(released["private_representation"]).all(), name
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="refused release"):
+            pipeline.serve(released)
+
+
+def test_word_dropout_exports_with_random_words(runs, tmp_path):
+    from tfdptext.models import secure
+
     config = json.load(open(os.path.join(runs["robust"], "config.json")))
-    config.update(dropout_rate=0.3)
+    config.update(dropout_rate=0.5)
     dropout_run = str(tmp_path / "dropout_run")
     training.train(training.TrainConfig(**{**config, "epochs": 1}),
                    dropout_run, dataset=runs["corpus"], verbose=0)
-    with pytest.raises(exporter.ExportError, match="word dropout"):
-        exporter.export_run(dropout_run, str(tmp_path / "x"),
-                            noise_source="input")
-    assert not os.path.exists(tmp_path / "x")
+    out = str(tmp_path / "x")
+    manifest = exporter.export_run(dropout_run, out, quantization="float32")
+    # 16 words choose the dropped positions, 32 make the Laplace noise.
+    assert manifest["user"]["inputs"]["random_words"] == [1, 48, "int32"]
+    assert manifest["guarantee"]["unit"] == "per_token_substitution"
+    runner = Interpreter(model_path=os.path.join(
+        out, "user", "privatizer.tflite")).get_signature_runner()
+    words = secure.os_random_words([1, 48])
+    a = runner(**FEED, random_words=words)["private_representation"]
+    np.testing.assert_array_equal(
+        a, runner(**FEED, random_words=words)["private_representation"])
+    # The same noise words with other dropout words: one of the two real
+    # tokens is dropped, which one follows the first 16 words.
+    outputs = {runner(**FEED, random_words=w)["private_representation"]
+               .tobytes() for w in [words] + [
+                   np.concatenate([secure.os_random_words([1, 16]),
+                                   words[:, 16:]], axis=1)
+                   for _ in range(20)]}
+    assert len(outputs) >= 2
+
+
+def test_internal_noise_is_opt_in_and_says_so(runs, tmp_path):
+    out = str(tmp_path / "internal")
+    manifest = exporter.export_run(runs["robust"], out,
+                                   noise_source="internal")
+    assert "random_words" not in manifest["user"]["inputs"]
+    assert manifest["guarantee"]["randomness"] == "tflite_internal"
+    assert "2^32" in manifest["guarantee_text"]
+    ops = tflite.operators(open(os.path.join(
+        out, "user", "privatizer.tflite"), "rb").read())
+    assert any(op.name == "RANDOM_UNIFORM" for op in ops)
 
 
 def test_tokenizer_in_graph_matches_ids_model(runs):
@@ -260,7 +336,8 @@ def test_exported_internal_noise_matches_laplace(runs):
     from tfdptext.layers import base
 
     out = str(runs["base"] / "exp_noise")
-    exporter.export_run(runs["robust"], out, quantization="float32")
+    exporter.export_run(runs["robust"], out, quantization="float32",
+                        noise_source="internal")
     runner = Interpreter(model_path=os.path.join(
         out, "user", "privatizer.tflite")).get_signature_runner()
     feed = {"token_ids": np.array([[101, 2307, 2326, 102] + [0] * 12],

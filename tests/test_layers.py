@@ -196,10 +196,12 @@ def test_noise_off_is_identity_and_says_none():
 
 TABLE = np.random.default_rng(3).normal(size=(60, 8)).astype(np.float32)
 SPECIAL = (0, 1, 2, 3)
+PASSTHROUGH = (0, 2, 3)  # [PAD], [CLS], [SEP]; 1 plays [UNK]
 
 
 def test_text_privatizer_special_tokens_pass_and_never_output():
-    layer = layers.DChiTextPrivatizer(0.5, TABLE, special_token_ids=SPECIAL)
+    layer = layers.DChiTextPrivatizer(0.5, TABLE, special_token_ids=SPECIAL,
+                                      passthrough_token_ids=PASSTHROUGH)
     ids = np.array([[2, 10, 11, 12, 3, 0, 0]] * 300, np.int32)
     out = layer(ids).numpy()
     np.testing.assert_array_equal(out[:, [0, 4, 5, 6]], ids[:, [0, 4, 5, 6]])
@@ -257,7 +259,9 @@ def test_get_config_round_trip_all_layers(tmp_path):
         layers.DChiNoise(12.0, embedding_description="x"),
         layers.RandomizedResponse(2.0, noise=False),
         layers.WordDropout(0.2, mask_token_id=103, special_token_ids=[101]),
-        layers.DChiTextPrivatizer(4.0, TABLE, special_token_ids=SPECIAL),
+        layers.DChiTextPrivatizer(4.0, TABLE, special_token_ids=SPECIAL,
+                                  passthrough_token_ids=PASSTHROUGH),
+        layers.DChiNoise(3.0, vectors="sequences"),
     ]
     for layer in originals:
         clone = type(layer).from_config(layer.get_config())

@@ -58,7 +58,8 @@ def test_sequence_split_composes_and_releases_noise(tiny_backbone, tokenizer):
     assert split.model(f).shape == (2, 3)
     assert split.server.inputs[0].shape == (None, 16)
     g = split.guarantee(max_tokens=14)
-    assert g.unit == g_lib.PER_WORD and g.mechanism == "word_dropout+laplace"
+    assert g.unit == g_lib.PER_TOKEN_SUBSTITUTION
+    assert g.mechanism == "word_dropout+laplace"
 
 
 def test_split_noise_off_model_equals_server_of_user(tiny_backbone, tokenizer):
@@ -92,7 +93,8 @@ def test_token_split_server_sees_only_noisy_embeddings(tiny_backbone,
 def test_text_to_text_split_and_no_private_split(tiny_backbone, tokenizer):
     privatizer = layers.DChiTextPrivatizer(
         1e6, models.token_embedding_table(tiny_backbone),
-        special_token_ids=tokenizer.special_token_ids)
+        special_token_ids=tokenizer.special_token_ids,
+        passthrough_token_ids=tokenizer.passthrough_token_ids)
     split = models.text_to_text_split(tiny_backbone, 2, privatizer)
     f = _features(tokenizer)
     np.testing.assert_array_equal(split.user(f)["token_ids"].numpy(),

@@ -55,7 +55,7 @@ def test_laplace_guarantee_states_unit_and_vector_epsilon():
     g = privacy.laplace_guarantee(0.05, 384)
     assert g.unit == g_lib.PER_COORDINATE
     assert g.details["representation_epsilon"] == pytest.approx(19.2)
-    assert "per coordinate" in str(g) and "19.2-LDP" in str(g)
+    assert "per coordinate" in str(g) and "(19.2, 4.8e-05)-LDP" in str(g)
     whole = privacy.to_representation_level(g)
     assert whole.unit == g_lib.PER_REPRESENTATION
     assert whole.value == pytest.approx(19.2)
@@ -69,7 +69,7 @@ def test_with_dropout_requires_representation_level():
         privacy.with_dropout(per_coord, 0.5)
     whole = privacy.laplace_guarantee(1.0, 4, "vector")
     g = privacy.with_dropout(whole, 0.5, min_tokens=2, max_tokens=20)
-    assert g.unit == g_lib.PER_WORD
+    assert g.unit == g_lib.PER_TOKEN_SUBSTITUTION
     # Worst effective rate over d in [2, 20] for mu = 0.5 is 0.5 (even d).
     assert g.value == pytest.approx(privacy.dropout_epsilon(1.0, 0.5))
 

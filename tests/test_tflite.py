@@ -33,7 +33,8 @@ def _models():
             {"token_ids": ids, "padding_mask": mask},
             dropout({"token_ids": ids, "padding_mask": mask})["token_ids"]),
         "text_to_text": keras.Model(tok, layers.DChiTextPrivatizer(
-            2.0, TABLE, special_token_ids=[0, 1])(tok)),
+            2.0, TABLE, special_token_ids=[0, 1],
+            passthrough_token_ids=[0, 1])(tok)),
     }
 
 

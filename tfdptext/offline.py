@@ -2,20 +2,51 @@
 
 The same mechanism as `tfdptext.layers.DChiTextPrivatizer` (noise with
 density ~ exp(-eta ||z||) on each token's embedding, exact nearest candidate
-token), for privatizing data sets in bulk on a server or workstation: numpy
-samples the noise and a FAISS exact (flat L2) index finds the neighbours.
+token), for privatizing data sets in bulk on a server or workstation: the
+noise is computed from os.urandom (or, for reproducible research only, a
+seeded numpy generator) and a FAISS exact (flat L2) index finds the
+neighbours.
 """
+
+import os
 
 import numpy as np
 
 from tfdptext.privacy import metric
+from tfdptext.privacy import randomness
 from tfdptext.privacy import validation
 
 
+def os_uniforms(shape):
+    """U(0, 1) float64 numbers with 53 random bits each, from os.urandom."""
+    count = int(np.prod(shape))
+    words = np.frombuffer(os.urandom(8 * count), dtype=np.uint64)
+    return (((words >> np.uint64(11)).astype(np.float64) + 0.5)
+            * 2.0**-53).reshape(shape)
+
+
 def dchi_noise(rng, num_vectors, dimension, eta):
-    """(num_vectors, dimension) d_chi noise: Gamma(n, 1/eta) radius."""
-    radius = rng.gamma(shape=dimension, scale=1.0 / eta, size=(num_vectors, 1))
-    direction = rng.standard_normal((num_vectors, dimension))
+    """(num_vectors, dimension) d_chi noise: Gamma(n, 1/eta) radius times a
+    uniform direction.
+
+    Args:
+        rng: None for os.urandom (radius as a sum of n exponentials,
+            direction from Box-Muller normals), or a numpy Generator
+            (seeded research runs).
+    """
+    if rng is not None:
+        radius = rng.gamma(shape=dimension, scale=1.0 / eta,
+                           size=(num_vectors, 1))
+        direction = rng.standard_normal((num_vectors, dimension))
+    else:
+        radius = -np.log(os_uniforms((num_vectors, dimension))).sum(
+            axis=1, keepdims=True) / eta
+        half = (dimension + 1) // 2
+        u = os_uniforms((2, num_vectors, half))
+        rho = np.sqrt(-2.0 * np.log(u[0]))
+        angle = 2.0 * np.pi * u[1]
+        direction = np.concatenate([rho * np.cos(angle), rho * np.sin(angle)],
+                                   axis=1)[:, :dimension]
     direction /= np.maximum(np.linalg.norm(direction, axis=1, keepdims=True),
                             1e-300)
     return radius * direction
@@ -27,21 +58,26 @@ class DChiCorpusPrivatizer:
     Args:
         embeddings: (vocabulary_size, dim) table phi.
         eta: privacy parameter, finite and > 0.
-        special_token_ids: never output; passed through when in the input.
-        seed: seed for the numpy generator. None (default) draws fresh
-            entropy from the OS; give a seed only for reproducible research,
-            never for data that leaves a user.
+        special_token_ids: never output.
+        passthrough_token_ids: structural ids ([PAD], [CLS], [SEP]) released
+            unchanged; every other input token, [UNK] included, is
+            privatized. Each must be in `special_token_ids`.
+        seed: None (default): every number from os.urandom. A seed gives a
+            numpy generator, for reproducible research only: never for data
+            that leaves a user (the guarantee then says there is none
+            against anyone who knows the seed).
         num_threads: FAISS threads (None = FAISS default).
 
     Example:
-    >>> privatizer = DChiCorpusPrivatizer(table, eta=20.0,
-    ...                                   special_token_ids=[0, 100, 101])
+    >>> privatizer = DChiCorpusPrivatizer(
+    ...     table, eta=20.0, special_token_ids=[0, 100, 101, 102, 103],
+    ...     passthrough_token_ids=[0, 101, 102])
     >>> private_ids = privatizer(np.array([[101, 2023, 2003, 102]]))
     """
 
-    def __init__(self, embeddings, eta, special_token_ids=(), seed=None,
-                 num_threads=None, embedding_description="the token "
-                 "embedding table"):
+    def __init__(self, embeddings, eta, special_token_ids=(),
+                 passthrough_token_ids=(), seed=None, num_threads=None,
+                 embedding_description="the token embedding table"):
         import faiss
 
         self.eta = validation.check_positive("eta", eta)
@@ -57,13 +93,22 @@ class DChiCorpusPrivatizer:
             raise ValueError(
                 "`special_token_ids` must be in [0, vocabulary_size).")
         self.is_special[special] = True
+        passthrough = np.asarray(list(passthrough_token_ids), dtype=np.int64)
+        if passthrough.size and not self.is_special[passthrough].all():
+            raise ValueError("`passthrough_token_ids` must be special tokens "
+                             "(in `special_token_ids`).")
+        self.is_passthrough = np.zeros(vocabulary_size, dtype=bool)
+        self.is_passthrough[passthrough] = True
+        if len(special) >= vocabulary_size:
+            raise ValueError("`special_token_ids` leaves no candidate token.")
         self.candidate_ids = np.flatnonzero(~self.is_special)
         if num_threads is not None:
             faiss.omp_set_num_threads(
                 validation.check_int("num_threads", num_threads))
         self.index = faiss.IndexFlatL2(self.dimension)
         self.index.add(table[self.candidate_ids])
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.rng = None if seed is None else np.random.default_rng(seed)
         self.embedding_description = embedding_description
 
     def nearest_tokens(self, vectors):
@@ -82,7 +127,7 @@ class DChiCorpusPrivatizer:
                 f"{len(self.is_special)}).")
         flat = ids.reshape(-1)
         out = flat.copy()
-        private = ~self.is_special[flat]
+        private = ~self.is_passthrough[flat]
         if private.any():
             clean = self.embeddings[flat[private]]
             noisy = clean + dchi_noise(self.rng, len(clean), self.dimension,
@@ -91,6 +136,8 @@ class DChiCorpusPrivatizer:
         return out.reshape(ids.shape)
 
     def guarantee(self):
+        source = randomness.OS_ENTROPY if self.seed is None \
+            else randomness.SEEDED
         return metric.dchi_guarantee(self.eta, self.dimension,
                                      self.embedding_description,
-                                     text_to_text=True)
+                                     text_to_text=True).with_randomness(source)

@@ -85,6 +85,13 @@ class TextTokenizer:
         return (self.pad_id, self.cls_id, self.sep_id, self.mask_id)
 
     @property
+    def passthrough_token_ids(self):
+        """[PAD], [CLS], [SEP]: released unchanged by text-to-text
+        privatizers (they reveal only the length). [UNK] is not among
+        them: it is privatized like any word."""
+        return (self.pad_id, self.cls_id, self.sep_id)
+
+    @property
     def special_token_ids(self):
         """Ids that are not words: the special tokens and [unused*] slots.
 

@@ -21,6 +21,7 @@ from tfdptext.evaluation import inversion
 from tfdptext.evaluation import metrics
 from tfdptext.evaluation.release import TrainedRun
 from tfdptext.models import split as split_lib
+from tfdptext.privacy.guarantee import Guarantee
 from tfdptext.privacy import validation
 
 EVAL = "eval.json"
@@ -233,7 +234,7 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
         "parameters": run.metrics.get("parameters"),
         "split_point": run.split_point,
         "guarantee": run.guarantee,
-        "guarantee_text": run.metrics.get("guarantee_text"),
+        "guarantee_text": str(Guarantee.from_dict(run.guarantee)),
         "dataset": dataset.name,
         "sizes": {name: len(ex) for name, ex in splits.items()},
         "utility": utility(test.labels, probabilities,

@@ -3,7 +3,9 @@
 `TrainedRun` loads a run directory written by `tfdptext.training.train`
 (user side, server side, tokenizer, config). `releases` runs the user side on
 texts with its noise ON, so every example gets fresh noise, exactly what a
-server or an eavesdropper on the wire receives. `attack_features` turns a
+server or an eavesdropper on the wire receives; the noise comes from
+os.urandom (`tfdptext.models.secure.SecureUserSide`), as on a user's
+device. `attack_features` turns a
 release into one vector per text for attackers; `predict` runs the server.
 """
 
@@ -87,7 +89,30 @@ class TrainedRun:
 
     @property
     def guarantee(self):
-        return self.split["guarantee"]
+        """The run's guarantee (split.json) with the randomness of the
+        releases made here: os.urandom."""
+        from tfdptext.privacy import guarantee as guarantee_lib
+        from tfdptext.privacy import randomness
+
+        return guarantee_lib.Guarantee.from_dict(
+            self.split["guarantee"]).with_randomness(
+                randomness.OS_ENTROPY).to_dict()
+
+    @property
+    def secure_user(self):
+        """The user side fed by os.urandom (a copy of `user` of its own:
+        its noise layers take their randomness from random words)."""
+        import keras
+
+        from tfdptext.models import secure
+
+        if getattr(self, "_secure_user", None) is None:
+            user = keras.models.load_model(
+                os.path.join(self.model_dir, "user_side.keras"))
+            self._secure_user = secure.SecureUserSide(
+                user, self.split_point,
+                max_tokens=int(self.config["max_length"]) - 2)
+        return self._secure_user
 
     def embedding_table(self):
         """The (vocabulary, dim) token embedding table the release uses
@@ -130,9 +155,7 @@ class TrainedRun:
                 start:start + batch_size].sum(axis=1).max()), 1)
             batch = {k: v[start:start + batch_size, :length]
                      for k, v in features.items()}
-            out = self.user(batch, training=False)
-            if not isinstance(out, dict):
-                out = {"private_representation": out}
+            out = self._release(batch)
             part = {}
             for k, v in out.items():
                 v = np.asarray(v)
@@ -148,6 +171,24 @@ class TrainedRun:
         released = {k: np.concatenate([p[k] for p in parts])
                     for k in parts[0]}
         return released, features
+
+    def _release(self, batch):
+        """The user side's release of one batch, noise from os.urandom; a
+        user side without noise (modes none, adv) is run as it is."""
+        from tfdptext.models import secure
+
+        dropout, privatizer = secure.find_layers(self.user)
+        if dropout is None and privatizer is None:
+            out = self.user(batch, training=False)
+            if not isinstance(out, dict):
+                out = {secure.RELEASE_NAMES[self.split_point]: out}
+            return dict(out)
+        out = self.secure_user(batch)
+        if self.split_point != split_lib.SEQUENCE:
+            # Released with the tokens: they reveal only the length.
+            out["padding_mask"] = batch["padding_mask"]
+            out["segment_ids"] = np.zeros_like(batch["padding_mask"])
+        return out
 
     def attack_features(self, released, table=None):
         """One float vector per text from a release, for attackers.

@@ -4,7 +4,8 @@
 
 writes, atomically (a failure leaves no directory behind):
 
-    user/privatizer.tflite   token ids + padding mask -> the release
+    user/privatizer.tflite   token ids + padding mask + random words ->
+                             the release
     user/vocab.txt           the WordPiece vocabulary
     user/tokenizer.json      settings to reproduce the ids in the app
     server/<name>/<version>/ SavedModel, signature `serving_default`
@@ -23,18 +24,24 @@ import tensorflow as tf
 from tfdptext.data.tokenization import TextTokenizer
 from tfdptext.export import text_input
 from tfdptext.export import tflite
+from tfdptext.models import secure
 from tfdptext.models import split as split_lib
+from tfdptext.privacy import guarantee as guarantee_lib
+from tfdptext.privacy import randomness
 from tfdptext.version import __version__
 
 # Importing registers the custom layers with Keras' deserializer.
 import tfdptext.layers  # noqa: F401
 import tfdptext.models  # noqa: F401
 
-NOISE_SOURCES = ("internal", "input")
-SECURE_RNG_CONDITION = (
-    "noise_source=input: the app must feed fresh, independent U[0, 1) "
-    "numbers from the platform's cryptographically secure generator for "
-    "every release; reusing or predicting them removes the privacy")
+# "input" (the default): the phone model takes `random_words` from the
+# app's secure generator. "internal": the model's own RANDOM_* ops, keyed
+# from 32 bits per app process (predictable; opt-in only).
+NOISE_INPUT = "input"
+NOISE_INTERNAL = "internal"
+NOISE_SOURCES = (NOISE_INPUT, NOISE_INTERNAL)
+RANDOMNESS = {NOISE_INPUT: randomness.APP_SECURE_RNG,
+              NOISE_INTERNAL: randomness.TFLITE_INTERNAL}
 REQUIRED = ("config.json", "split.json", "metrics.json", "vocab.txt",
             "user_side.keras", "server_side.keras")
 QUANTIZATIONS = ("int8", "float32")
@@ -72,61 +79,38 @@ def check_run_dir(model_dir):
     return split, metrics
 
 
-class _NoiseFromInput(keras.layers.Layer):
-    """Applies a privatization layer's noise computed from given uniforms."""
+def _phone_model(user, split_point, max_length, noise_source=NOISE_INPUT):
+    """Fixed-length phone model: (token_ids, padding_mask[, random_words])
+    -> {release name: release}.
 
-    def __init__(self, privatizer, **kwargs):
-        super().__init__(**kwargs)
-        self.privatizer = privatizer
-
-    def call(self, inputs, uniforms):
-        return self.privatizer.apply(inputs, uniforms)
-
-    def compute_output_spec(self, inputs, uniforms):
-        return self.privatizer.compute_output_spec(inputs)
-
-
-def _privatizers(model):
-    from tfdptext.layers import base
-
-    return [layer for layer in model._flatten_layers()
-            if isinstance(layer, base.PrivatizationLayer)]
-
-
-def _phone_model(user, split_point, max_length, noise_source="internal"):
-    """Fixed-length wrapper: (token_ids, padding_mask[, uniforms]) -> release.
-
-    With noise_source="input", the loaded noise layer is switched off inside
-    the user model and applied again after it, fed by a `uniforms` input.
+    noise_source="input": `tfdptext.models.secure.secure_user_model` (every
+    random choice from the app's words, checked, failing closed).
+    "internal": the user side as trained, with its own RANDOM_* ops.
     """
+    if noise_source == NOISE_INPUT:
+        dropout, privatizer = secure.find_layers(user)
+        if dropout is not None or privatizer is not None:
+            return secure.secure_user_model(user, split_point, max_length)
     ids = keras.Input((max_length,), dtype="int32", name="token_ids")
     mask = keras.Input((max_length,), dtype="int32", name="padding_mask")
-    inputs = {"token_ids": ids, "padding_mask": mask}
-    privatizer = None
-    if noise_source == "input":
-        layers = _privatizers(user)
-        if len(layers) != 1 or not hasattr(layers[0], "uniforms_shape") or \
-                type(layers[0]).__name__ == "WordDropout":
-            raise ExportError(
-                "noise_source=input supports one noise layer and no word "
-                f"dropout; this model has {[l.name for l in layers]}.")
-        privatizer = layers[0]
-        privatizer.noise = False
     released = user({"token_ids": ids, "padding_mask": mask,
                      "segment_ids": keras.ops.zeros_like(ids)})
-    if split_point == split_lib.SEQUENCE:
-        name, value = "private_representation", released
-    elif split_point == split_lib.TOKEN:
-        name, value = "token_embeddings", released["token_embeddings"]
-    else:
-        name, value = "token_ids", released["token_ids"]
-    if privatizer is not None:
-        uniforms = keras.Input(privatizer.uniforms_shape(value.shape),
-                               name="uniforms")
-        inputs["uniforms"] = uniforms
-        value = _NoiseFromInput(privatizer, name="noise_from_uniforms")(
-            value, uniforms)
-    return keras.Model(inputs, {name: value}, name="privatizer")
+    name = secure.RELEASE_NAMES[split_point]
+    value = released[name] if isinstance(released, dict) else released
+    return keras.Model({"token_ids": ids, "padding_mask": mask},
+                       {name: value}, name="privatizer")
+
+
+def _export_guarantee(user, split, max_length, noise_source):
+    """The guarantee of the phone model, from the layers it holds, with
+    the randomness the export gives them."""
+    stored = guarantee_lib.Guarantee.from_dict(split["guarantee"])
+    dropout, privatizer = secure.find_layers(user)
+    if privatizer is None or not stored.is_private:
+        return stored
+    return split_lib.user_side_guarantee(
+        privatizer, dropout, max_tokens=max_length - 2,
+        randomness=RANDOMNESS[noise_source])
 
 
 def server_input_specs(split_point, max_length, dim):
@@ -142,6 +126,23 @@ def server_input_specs(split_point, max_length, dim):
             mask]
 
 
+def _refuse_unusable(release):
+    """Server-side check: a release holding NaN/inf (or, for token ids, a
+    negative id) was made with failed randomness or a broken
+    representation; the signature refuses it rather than classify it."""
+    if release.dtype.is_integer:
+        ok = tf.reduce_all(release >= 0)
+        message = ("tfdptext: refused release: negative token ids (the "
+                   "phone model's random words failed their checks)")
+    else:
+        ok = tf.reduce_all(tf.math.is_finite(release))
+        message = ("tfdptext: refused release: NaN or inf (the phone "
+                   "model's random words failed their checks, or its input "
+                   "was not finite)")
+    with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
+        return tf.identity(release)
+
+
 def _write_server(server, split_point, max_length, dim, path):
     def outputs(logits):
         probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
@@ -151,17 +152,19 @@ def _write_server(server, split_point, max_length, dim, path):
 
     if split_point == split_lib.SEQUENCE:
         def serve(private_representation):
-            return outputs(server(private_representation, training=False))
+            return outputs(server(_refuse_unusable(private_representation),
+                                  training=False))
     elif split_point == split_lib.TOKEN:
         def serve(token_embeddings, padding_mask):
             return outputs(server({
-                "token_embeddings": token_embeddings,
+                "token_embeddings": _refuse_unusable(token_embeddings),
                 "padding_mask": padding_mask,
                 "segment_ids": tf.zeros_like(padding_mask)}, training=False))
     else:
         def serve(token_ids, padding_mask):
             return outputs(server({
-                "token_ids": token_ids, "padding_mask": padding_mask,
+                "token_ids": _refuse_unusable(token_ids),
+                "padding_mask": padding_mask,
                 "segment_ids": tf.zeros_like(padding_mask)}, training=False))
     archive = keras.export.ExportArchive()
     archive.track(server)
@@ -169,6 +172,32 @@ def _write_server(server, split_point, max_length, dim, path):
         "serving_default", serve,
         input_signature=server_input_specs(split_point, max_length, dim))
     archive.write_out(path, verbose=False)
+
+
+def _randomness_contract(phone, noise_source):
+    """What the app must do for the model's randomness (manifest.json)."""
+    if secure.RANDOM_WORDS not in phone.input:
+        return {"source": RANDOMNESS[noise_source],
+                "description": randomness.DESCRIPTIONS[
+                    RANDOMNESS[noise_source]]}
+    count = int(phone.input[secure.RANDOM_WORDS].shape[-1])
+    return {
+        "source": randomness.APP_SECURE_RNG,
+        "input": secure.RANDOM_WORDS,
+        "dtype": "int32",
+        "words": count,
+        "bytes": 4 * count,
+        "fill": ("for every call, fill all the words with fresh bytes from "
+                 "the platform's cryptographically secure generator "
+                 "(Android: SecureRandom.nextBytes; iOS: "
+                 "SecRandomCopyBytes); never reuse or derive them"),
+        "checks": ("the model makes its release unusable (all NaN; token "
+                   "ids all -1) when the words look unfilled, constant or "
+                   "repeated within the call (false alarm below 2^-40 for "
+                   "good words); the server refuses such releases: discard "
+                   "it and call again with fresh words"),
+        "not_detectable": "reuse of a buffer across calls",
+    }
 
 
 def _sha256(path):
@@ -180,9 +209,15 @@ def _sha256(path):
 
 
 def export_run(model_dir, output_dir, quantization="int8", model_name=None,
-               version=1, command=None, noise_source="internal",
+               version=1, command=None, noise_source=NOISE_INPUT,
                tokenizer_in_graph=False):
     """Exports a training run (see the module docstring).
+
+    noise_source: "input" (default: the phone model takes `random_words`
+    that the app fills from the platform's secure generator, and makes its
+    release unusable when they look bad) or "internal" (opt-in: the model's
+    own TFLite RANDOM_* ops, keyed from 32 bits per app process, so the
+    noise is predictable; the manifest's guarantee says so).
 
     Returns the manifest dict. Raises ExportError before writing anything
     when the output exists or the run cannot be exported.
@@ -230,19 +265,17 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
     server = keras.models.load_model(
         os.path.join(model_dir, "server_side.keras"))
     split_point = split["split_point"]
+    guarantee = _export_guarantee(user, split, max_length, noise_source)
     phone = _phone_model(user, split_point, max_length, noise_source)
     # One sentence per invoke, as an app runs it; a fixed batch lets the
     # converter fold the reshape shape arithmetic (faster on the phone).
     tflite_bytes = tflite.convert(phone, quantize=quantization == "int8",
                                   batch_size=1)
     ops = tflite.check_unseeded_builtins(tflite_bytes)
-    guarantee = dict(split["guarantee"])
-    if noise_source == "input":
-        if any(op.name.startswith("RANDOM") for op in ops):
-            raise ExportError("noise_source=input, but the model still "
-                              "draws its own random numbers.")
-        guarantee["conditions"] = list(guarantee.get("conditions", [])) + [
-            SECURE_RNG_CONDITION]
+    if noise_source == NOISE_INPUT and any(
+            op.name in tflite.RANDOM_OPS for op in ops):
+        raise ExportError("noise_source=input, but the model still draws "
+                          "its own random numbers.")
     os.makedirs(os.path.join(tmp, "user"))
     tflite_path = os.path.join(tmp, "user", "privatizer.tflite")
     with open(tflite_path, "wb") as f:
@@ -290,7 +323,8 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
         "mode": config["mode"],
         "mechanism": config["mechanism"],
         "parameters": metrics["parameters"],
-        "guarantee": guarantee,
+        "guarantee": guarantee.to_dict(),
+        "guarantee_text": str(guarantee),
         "split_point": split_point,
         "user": {
             "file": "user/privatizer.tflite",
@@ -303,6 +337,7 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
                                str(t.dtype)]
                         for name, t in phone.output.items()},
             "tflite_ops": sorted({op.name for op in ops}),
+            "randomness": _randomness_contract(phone, noise_source),
             "tokenizer": tokenizer.config(),
             "text_in": text_in,
         },

@@ -10,15 +10,7 @@ import os
 
 import numpy as np
 
-
-def secure_uniforms(shape):
-    """U[0, 1) float32 numbers from the OS's secure generator (os.urandom),
-    as a phone app would feed a model exported with noise_source=input."""
-    count = int(np.prod(shape))
-    words = np.frombuffer(os.urandom(4 * count), dtype=np.uint32)
-    # 24 random bits per number: exactly representable in float32, < 1.
-    return ((words >> 8).astype(np.float32) / np.float32(2**24)).reshape(
-        shape)
+from tfdptext.models import secure
 
 
 class ExportedPipeline:
@@ -58,13 +50,22 @@ class ExportedPipeline:
         features = self.tokenizer(list(texts))
         ids = features["token_ids"].numpy()
         mask = features["padding_mask"].numpy()
-        uniforms_spec = self.manifest["user"]["inputs"].get("uniforms")
+        words_spec = self.manifest["user"]["inputs"].get(secure.RANDOM_WORDS)
         released = []
         for i in range(len(ids)):
             feed = {"token_ids": ids[i:i + 1], "padding_mask": mask[i:i + 1]}
-            if uniforms_spec is not None:
-                feed["uniforms"] = secure_uniforms([1, *uniforms_spec[1:-1]])
-            released.append(self.privatize_fn(**feed))
+            if words_spec is not None:
+                # What the app does: fresh words from the secure generator
+                # for every call.
+                feed[secure.RANDOM_WORDS] = secure.os_random_words(
+                    [1, *words_spec[1:-1]])
+            out = self.privatize_fn(**feed)
+            if not all(secure.release_is_usable(v) for v in out.values()):
+                raise secure.RandomnessError(
+                    f"The phone model returned an unusable release for text "
+                    f"{i} (NaN or id -1): its random words failed the "
+                    "checks or its representation was not finite.")
+            released.append(out)
         out = {k: np.concatenate([r[k] for r in released])
                for k in released[0]}
         if self.manifest["split_point"] != "sequence_representation":

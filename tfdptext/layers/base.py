@@ -1,8 +1,25 @@
 """The base class of the privatization layers."""
 
 import keras
+import tensorflow as tf
 
 from tfdptext.privacy import guarantee as guarantee_lib
+from tfdptext.privacy import randomness
+
+# The largest finite float32: |x| <= this is False for NaN and +-inf
+# (ABS and LESS_EQUAL are TFLite builtins; tf.math.is_finite is not).
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def finite_rows(x):
+    """(..., 1) booleans: whether every value along the last axis is finite."""
+    return tf.reduce_all(tf.abs(x) <= _FLOAT32_MAX, axis=-1, keepdims=True)
+
+
+def nan_unless(ok, values):
+    """`values` where `ok` (broadcast), NaN elsewhere: an unusable release
+    rather than a wrong one (fail closed)."""
+    return tf.where(ok, values, tf.constant(float("nan"), values.dtype))
 
 
 class PrivatizationLayer(keras.layers.Layer):
@@ -14,7 +31,15 @@ class PrivatizationLayer(keras.layers.Layer):
     says there is no privacy.
 
     Computation is in float32 whatever the global dtype policy, so the noise
-    is never sampled in float16.
+    is never sampled in float16. An input vector holding NaN or +-inf gives
+    an all-NaN output vector: never a release that looks valid.
+
+    Randomness: called directly, the layer draws from TensorFlow's unseeded
+    random ops (not a cryptographic generator; see
+    `tfdptext.privacy.randomness`). Releases that leave a user should use
+    `tfdptext.models.secure.SecureUserSide` (OS entropy) or an exported
+    model fed by the app's secure generator, which call `apply` with
+    uniforms from those sources.
     """
 
     def __init__(self, noise=True, **kwargs):
@@ -41,12 +66,18 @@ class PrivatizationLayer(keras.layers.Layer):
     def _noisy(self, uniforms):
         return uniforms is not None or self.noise
 
-    def guarantee(self):
-        """The `tfdptext.privacy.Guarantee` of this layer's output."""
+    def guarantee(self, randomness=randomness.TENSORFLOW_UNSEEDED):
+        """The `tfdptext.privacy.Guarantee` of this layer's output.
+
+        Args:
+            randomness: where the noise comes from (see
+                `tfdptext.privacy.randomness`); a direct call of the layer
+                uses TensorFlow's unseeded ops.
+        """
         if not self.noise:
             return guarantee_lib.Guarantee.none(
                 self.name, "noise is switched off (noise=False)")
-        return self._guarantee()
+        return self._guarantee().with_randomness(randomness)
 
     def _guarantee(self):
         raise NotImplementedError

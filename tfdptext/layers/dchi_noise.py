@@ -17,12 +17,15 @@ class DChiNoise(base.PrivatizationLayer):
     (batch, length, n), or a sequence embedding in (batch, n)) gets its own
     noise z = r * p with r ~ Gamma(n, 1 / eta) and p uniform on the unit
     sphere, so E||z|| = n / eta. The output satisfies eta * d_Euclidean
-    metric DP per vector.
+    metric DP per vector: per token for token embeddings (composing over
+    the tokens of a text), per sequence for one pooled vector per text.
 
     Args:
         eta: privacy parameter, finite and > 0 (larger = less noise).
         embedding_description: what the vectors are, for the guarantee's
             metric (e.g. "MiniLM token embeddings").
+        vectors: "tokens" (a vector per token; the guarantee is per token)
+            or "sequences" (one pooled vector per text; per sequence).
         noise: False switches noise off (debugging only; no guarantee).
 
     Example:
@@ -32,9 +35,11 @@ class DChiNoise(base.PrivatizationLayer):
     """
 
     def __init__(self, eta, embedding_description="the input vectors",
-                 noise=True, **kwargs):
+                 vectors="tokens", noise=True, **kwargs):
         super().__init__(noise=noise, **kwargs)
         self.eta = validation.check_positive("eta", eta)
+        self.vectors = validation.check_choice("vectors", vectors,
+                                               metric.VECTOR_KINDS)
         if not isinstance(embedding_description, str):
             raise ValueError("`embedding_description` must be a string.")
         self.embedding_description = embedding_description
@@ -46,11 +51,12 @@ class DChiNoise(base.PrivatizationLayer):
         super().build(input_shape)
 
     def apply(self, inputs, uniforms=None):
-        x = tf.cast(inputs, tf.float32)
-        if not self._noisy(uniforms):
-            return x
-        return x + sampling.dchi(tf.shape(x), self.eta, self.dimension,
-                                 uniforms)
+        raw = tf.cast(inputs, tf.float32)
+        x = raw
+        if self._noisy(uniforms):
+            x = x + sampling.dchi(tf.shape(x), self.eta, self.dimension,
+                                  uniforms)
+        return base.nan_unless(base.finite_rows(raw), x)
 
     def uniforms_shape(self, input_shape):
         n = int(input_shape[-1])
@@ -59,12 +65,14 @@ class DChiNoise(base.PrivatizationLayer):
 
     def _guarantee(self):
         return metric.dchi_guarantee(
-            self.eta, self.dimension, self.embedding_description)
+            self.eta, self.dimension, self.embedding_description,
+            vectors=self.vectors)
 
     def get_config(self):
         config = super().get_config()
         config.update({
             "eta": self.eta,
             "embedding_description": self.embedding_description,
+            "vectors": self.vectors,
         })
         return config

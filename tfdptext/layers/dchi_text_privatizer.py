@@ -17,7 +17,10 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
     M(w) = argmin_{w' in candidates} ||phi(w) + z - phi(w')||, z with density
     ~ exp(-eta ||z||) (Feyisetan et al.; Qu et al. text-to-text). Tokens in
     `special_token_ids` ([PAD], [CLS], [SEP], [MASK], [UNK], [unused*]) are
-    never output, and pass through unchanged when they are in the input.
+    never output. Every input token is privatized, [UNK] included (passing
+    it through would make a word -> [UNK] substitution infinitely
+    distinguishable), except the structural `passthrough_token_ids`
+    ([PAD], [CLS], [SEP]), which reveal only the length.
     Exact nearest neighbour in the graph (a matrix product and ARG_MIN), so
     the layer exports to TFLite; for whole corpora off device, see
     `tfdptext.offline.DChiCorpusPrivatizer` (FAISS).
@@ -30,19 +33,24 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
         embeddings: (vocabulary_size, dim) array, the table phi. May be
             omitted when `vocabulary_size` and `embedding_dim` are given
             (the weights are then loaded later, e.g. by `keras.saving`).
-        special_token_ids: ids never output and passed through.
+        special_token_ids: ids never output.
+        passthrough_token_ids: ids released unchanged when they are in the
+            input (structural tokens only; each must also be in
+            `special_token_ids`).
         embedding_description: what the table is, for the guarantee.
         noise: False switches noise off (output = input ids).
 
     Example:
     >>> table = np.random.randn(100, 16).astype("float32")
     >>> layer = DChiTextPrivatizer(eta=10.0, embeddings=table,
-    ...                            special_token_ids=[0, 1, 2])
-    >>> layer(np.array([[1, 5, 6, 2, 0]]))  # 1, 2, 0 pass through
+    ...                            special_token_ids=[0, 1, 2, 3],
+    ...                            passthrough_token_ids=[0, 1, 2])
+    >>> layer(np.array([[1, 5, 3, 2, 0]]))  # 1, 2, 0 pass through
     """
 
     def __init__(self, eta, embeddings=None, vocabulary_size=None,
                  embedding_dim=None, special_token_ids=(),
+                 passthrough_token_ids=(),
                  embedding_description="the token embedding table",
                  noise=True, **kwargs):
         super().__init__(noise=noise, **kwargs)
@@ -76,10 +84,22 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
         if len(special) >= self.vocabulary_size:
             raise ValueError("`special_token_ids` leaves no candidate token.")
         self.special_token_ids = tuple(special)
+        passthrough = sorted({
+            validation.check_int("passthrough_token_ids", i, minimum=0)
+            for i in passthrough_token_ids})
+        if not set(passthrough) <= set(special):
+            raise ValueError(
+                "`passthrough_token_ids` must be special tokens (in "
+                "`special_token_ids`), received "
+                f"{sorted(set(passthrough) - set(special))}.")
+        self.passthrough_token_ids = tuple(passthrough)
         self.embedding_description = embedding_description
         is_special = np.zeros([self.vocabulary_size], dtype=bool)
         is_special[list(self.special_token_ids)] = True
         self._is_special = is_special
+        is_passthrough = np.zeros([self.vocabulary_size], dtype=bool)
+        is_passthrough[list(self.passthrough_token_ids)] = True
+        self._is_passthrough = is_passthrough
 
     def build(self, input_shape):
         if len(input_shape) < 1:
@@ -122,7 +142,7 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
         noisy = clean + sampling.dchi(tf.shape(clean), self.eta,
                                       self.embedding_dim, uniforms)
         private = self.nearest_tokens(noisy)
-        keep = tf.gather(tf.constant(self._is_special), flat)
+        keep = tf.gather(tf.constant(self._is_passthrough), flat)
         private = tf.where(keep, flat, private)
         return tf.reshape(private, tf.shape(token_ids))
 
@@ -148,6 +168,7 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
             "vocabulary_size": self.vocabulary_size,
             "embedding_dim": self.embedding_dim,
             "special_token_ids": list(self.special_token_ids),
+            "passthrough_token_ids": list(self.passthrough_token_ids),
             "embedding_description": self.embedding_description,
         })
         return config

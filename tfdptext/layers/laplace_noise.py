@@ -47,10 +47,11 @@ class LaplaceNoise(base.PrivatizationLayer):
         super().build(input_shape)
 
     def apply(self, inputs, uniforms=None):
-        x = tf.clip_by_value(tf.cast(inputs, tf.float32), 0.0, 1.0)
-        if not self._noisy(uniforms):
-            return x
-        return x + sampling.laplace(tf.shape(x), self.scale, uniforms)
+        raw = tf.cast(inputs, tf.float32)
+        x = tf.clip_by_value(raw, 0.0, 1.0)
+        if self._noisy(uniforms):
+            x = x + sampling.laplace(tf.shape(x), self.scale, uniforms)
+        return base.nan_unless(base.finite_rows(raw), x)
 
     def uniforms_shape(self, input_shape):
         return tuple(input_shape[1:]) + (2,)

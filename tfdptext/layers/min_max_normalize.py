@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from tfdptext.layers import base
+
 
 @keras.saving.register_keras_serializable(package="tfdptext")
 class MinMaxNormalize(keras.layers.Layer):
@@ -10,7 +12,9 @@ class MinMaxNormalize(keras.layers.Layer):
 
     x <- (x - min(x)) / (max(x) - min(x)), per example. A constant vector
     (max = min) becomes all zeros rather than NaN. The output is clipped to
-    [0, 1] so the sensitivity bound of a following `LaplaceNoise` holds.
+    [0, 1] so the sensitivity bound of a following `LaplaceNoise` holds. A
+    vector holding NaN or +-inf becomes all NaN (never a valid-looking
+    vector: the noise layers then release NaN, which servers refuse).
 
     Example:
     >>> layer = MinMaxNormalize()
@@ -35,7 +39,8 @@ class MinMaxNormalize(keras.layers.Layer):
         low = tf.reduce_min(x, axis=-1, keepdims=True)
         span = tf.reduce_max(x, axis=-1, keepdims=True) - low
         safe_span = tf.where(span > 0.0, span, tf.ones_like(span))
-        return tf.clip_by_value((x - low) / safe_span, 0.0, 1.0)
+        scaled = tf.clip_by_value((x - low) / safe_span, 0.0, 1.0)
+        return base.nan_unless(base.finite_rows(x), scaled)
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -40,11 +40,12 @@ class RandomizedResponse(base.PrivatizationLayer):
         super().build(input_shape)
 
     def apply(self, inputs, uniforms=None):
-        bits = tf.cast(tf.cast(inputs, tf.float32) > 0.5, tf.float32)
-        if not self._noisy(uniforms):
-            return bits
-        u = sampling.uniform(tf.shape(bits), uniforms)
-        return tf.where(u < self.flip_probability, 1.0 - bits, bits)
+        raw = tf.cast(inputs, tf.float32)
+        bits = tf.cast(raw > 0.5, tf.float32)
+        if self._noisy(uniforms):
+            u = sampling.uniform(tf.shape(bits), uniforms)
+            bits = tf.where(u < self.flip_probability, 1.0 - bits, bits)
+        return base.nan_unless(base.finite_rows(raw), bits)
 
     def uniforms_shape(self, input_shape):
         return tuple(input_shape[1:])

@@ -23,6 +23,7 @@ from tfdptext.layers.word_dropout import WordDropout
 from tfdptext.models.pooling import MaskedMeanPooling
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import laplace
+from tfdptext.privacy import randomness as randomness_lib
 from tfdptext.privacy import validation
 
 SEQUENCE = "sequence_representation"
@@ -57,24 +58,35 @@ class SplitModel:
         """Privacy-constrained fine-tuning: the server cannot update it."""
         self.user.trainable = False
 
-    def guarantee(self, max_tokens=None):
+    def guarantee(self, max_tokens=None,
+                  randomness=randomness_lib.TENSORFLOW_UNSEEDED):
         """The guarantee of what the user side releases.
 
-        With word dropout, the amplified word-level guarantee over inputs of
-        1 to `max_tokens` real tokens.
+        With word dropout, the amplified token-substitution guarantee over
+        inputs of 1 to `max_tokens` real tokens. `randomness` says where the
+        noise comes from (`tfdptext.privacy.randomness`).
         """
-        if self.privatizer is None:
-            return guarantee_lib.Guarantee.none(
-                self.model.name, "no privatization layer (non-private model)")
-        g = self.privatizer.guarantee()
-        if self.input_dropout is None or not g.is_private:
-            return g
-        if max_tokens is None:
-            raise ValueError("`max_tokens` is needed with word dropout.")
-        return self.input_dropout.guarantee(
-            laplace.to_representation_level(g)
-            if g.unit == guarantee_lib.PER_COORDINATE else g,
-            min_tokens=1, max_tokens=max_tokens)
+        return user_side_guarantee(self.privatizer, self.input_dropout,
+                                   max_tokens, randomness, self.model.name)
+
+
+def user_side_guarantee(privatizer, input_dropout=None, max_tokens=None,
+                        randomness=randomness_lib.TENSORFLOW_UNSEEDED,
+                        name="user_side"):
+    """The guarantee of a release made by `privatizer`, after an optional
+    word dropout, with noise from `randomness`."""
+    if privatizer is None:
+        return guarantee_lib.Guarantee.none(
+            name, "no privatization layer (non-private model)")
+    g = privatizer.guarantee(randomness=randomness)
+    if input_dropout is None or not g.is_private:
+        return g
+    if max_tokens is None:
+        raise ValueError("`max_tokens` is needed with word dropout.")
+    return input_dropout.guarantee(
+        laplace.to_representation_level(g)
+        if g.unit == guarantee_lib.PER_COORDINATE else g,
+        min_tokens=1, max_tokens=max_tokens)
 
 
 def feature_inputs(sequence_length=None, names=FEATURES):

@@ -4,6 +4,7 @@ Nothing here imports TensorFlow; mechanisms live in `tfdptext.layers` and
 report their guarantee through these functions.
 """
 
+from tfdptext.privacy import randomness
 from tfdptext.privacy.dropout import dropout_epsilon
 from tfdptext.privacy.dropout import effective_rate as effective_dropout_rate
 from tfdptext.privacy.dropout import with_dropout
@@ -13,6 +14,7 @@ from tfdptext.privacy.laplace import laplace_guarantee
 from tfdptext.privacy.laplace import laplace_scale
 from tfdptext.privacy.laplace import per_coordinate_epsilon
 from tfdptext.privacy.laplace import to_representation_level
+from tfdptext.privacy.laplace import truncation_delta
 from tfdptext.privacy.laplace import vector_epsilon
 from tfdptext.privacy.metric import dchi_guarantee
 from tfdptext.privacy.metric import expected_noise_norm

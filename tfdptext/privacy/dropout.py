@@ -2,10 +2,17 @@
 
 Dropping each word with probability mu before an epsilon-DP mechanism gives
 epsilon' = ln((1 - mu) e^epsilon + mu) for neighbouring inputs that differ in
-one word: with probability mu the differing word is masked and the two
-outputs have the same distribution. The base epsilon must be the epsilon of
-the released representation with respect to that word-level neighbouring
-relation (for DPNR's per-coordinate Laplace, the k * epsilon of the vector).
+one position: with probability mu the differing position is masked and the
+two outputs have the same distribution. The base epsilon must be the epsilon
+of the released representation for any two inputs (per representation; for
+DPNR's per-coordinate Laplace, the k * epsilon of the vector).
+
+The positions are TOKENS (WordPiece pieces), not words: "i met john
+yesterday" is 4 tokens and "i met xiaoyun yesterday" 6, so two texts that
+differ in one word may differ in several positions and in length. The
+amplified epsilon holds for inputs with the same number of tokens that
+differ in one token (`PER_TOKEN_SUBSTITUTION`); any other pair of inputs
+keeps only the base epsilon.
 
 `tfdptext.layers.WordDropout` masks exactly round(d * mu) of the d real
 tokens (half rounds up), so the probability that a given word is masked is
@@ -60,7 +67,7 @@ def worst_case_rate(rate, min_tokens, max_tokens):
 
 
 def with_dropout(base, rate, min_tokens=1, max_tokens=512):
-    """The word-level guarantee of dropout followed by `base`.
+    """The token-substitution guarantee of dropout followed by `base`.
 
     The amplification is computed at the worst effective rate over input
     lengths in [min_tokens, max_tokens], so it holds for every such input.
@@ -93,17 +100,24 @@ def with_dropout(base, rate, min_tokens=1, max_tokens=512):
         f"{q:.4g} of them",
         "positions are masked uniformly at random and independently of "
         "the input's content",
+        "neighbours are token sequences of equal length differing in one "
+        "token (WordPiece piece), not words: a word that tokenizes into a "
+        "different number of pieces changes the length and several "
+        f"positions, and such inputs keep only the base {base.value:g}",
     )
     return guarantee_lib.Guarantee(
         mechanism=f"word_dropout+{base.mechanism}",
         parameter="epsilon",
         value=eps,
-        unit=guarantee_lib.PER_WORD,
+        unit=guarantee_lib.PER_TOKEN_SUBSTITUTION,
+        delta=base.delta,
         composition=(
             f"ln((1 - q) e^{base.value:g} + q) with q = {q:.4g} "
-            f"(DPNR Theorem 2); inputs differing in m words: "
-            f"min(m * {eps:.4g}, {base.value:g})"
+            f"(DPNR Theorem 2, over token positions); inputs of equal "
+            f"length differing in m tokens: min(m * {eps:.4g}, "
+            f"{base.value:g}); any other two inputs: {base.value:g}"
         ),
         conditions=conditions,
         details=details,
+        randomness=base.randomness,
     )

@@ -9,6 +9,9 @@ for people (`str`) and machines (`to_json` / `from_json`).
 import dataclasses
 import json
 import math
+import numbers
+
+from tfdptext.privacy import randomness as randomness_lib
 
 # Units. The unit is part of the guarantee: "epsilon = 0.05" per coordinate
 # and per representation are very different promises.
@@ -16,6 +19,7 @@ PER_COORDINATE = "per_coordinate"
 PER_REPRESENTATION = "per_representation"
 PER_WORD = "per_word"
 PER_TOKEN = "per_token"
+PER_TOKEN_SUBSTITUTION = "per_token_substitution"
 PER_SEQUENCE = "per_sequence"
 PER_BIT = "per_bit"
 NO_PRIVACY = "none"
@@ -25,6 +29,7 @@ UNITS = (
     PER_REPRESENTATION,
     PER_WORD,
     PER_TOKEN,
+    PER_TOKEN_SUBSTITUTION,
     PER_SEQUENCE,
     PER_BIT,
     NO_PRIVACY,
@@ -36,7 +41,9 @@ _UNIT_TEXT = {
     PER_REPRESENTATION: "per representation (any two inputs are neighbours)",
     PER_WORD: "per word (neighbouring inputs differ in one word)",
     PER_TOKEN: "per token, metric DP",
-    PER_SEQUENCE: "per sequence, metric DP",
+    PER_TOKEN_SUBSTITUTION: "per token substitution (neighbouring inputs "
+    "have the same number of tokens and differ in one token)",
+    PER_SEQUENCE: "per sequence (one vector per text), metric DP",
     PER_BIT: "per bit, metric DP over bit vectors",
     NO_PRIVACY: "no privacy",
 }
@@ -58,6 +65,9 @@ class Guarantee:
         composition: how the guarantee composes or converts.
         conditions: what the guarantee rests on.
         details: mechanism parameters (noise scale, dimension, ...).
+        randomness: where the noise comes from, one of
+            `tfdptext.privacy.randomness.SOURCES` (None when there is no
+            noise). Part of the guarantee: predictable noise is no noise.
 
     Example:
     >>> g = Guarantee("laplace", "epsilon", 0.5, PER_REPRESENTATION)
@@ -74,6 +84,7 @@ class Guarantee:
     composition: str = ""
     conditions: tuple = ()
     details: dict = dataclasses.field(default_factory=dict)
+    randomness: str | None = None
 
     def __post_init__(self):
         if self.unit not in UNITS:
@@ -83,12 +94,20 @@ class Guarantee:
         if self.unit == NO_PRIVACY:
             if self.value is not None:
                 raise ValueError("A guarantee with unit 'none' has no value.")
-        elif self.value is None or not (self.value >= 0):
+        elif (self.value is None or isinstance(self.value, bool)
+              or not isinstance(self.value, numbers.Real)
+              or not (0.0 <= self.value < math.inf)):
             raise ValueError(
-                f"`value` must be a number >= 0, received {self.value!r}."
+                "`value` must be a finite number >= 0 (an infinite epsilon "
+                "is no guarantee: use Guarantee.none), received "
+                f"{self.value!r}."
             )
+        if self.value is not None:
+            object.__setattr__(self, "value", float(self.value))
         if not (0.0 <= self.delta <= 1.0):
             raise ValueError(f"`delta` must be in [0, 1], got {self.delta}.")
+        if self.randomness is not None:
+            randomness_lib.check_source(self.randomness)
         object.__setattr__(self, "conditions", tuple(self.conditions))
 
     @classmethod
@@ -115,11 +134,16 @@ class Guarantee:
         """The privacy parameter, whatever its name."""
         return self.value
 
+    def with_randomness(self, source):
+        """The same guarantee with its noise drawn from `source`."""
+        if not self.is_private:
+            return self
+        return dataclasses.replace(
+            self, randomness=randomness_lib.check_source(source))
+
     def to_dict(self):
         out = dataclasses.asdict(self)
         out["conditions"] = list(self.conditions)
-        if self.value is not None and math.isinf(self.value):
-            out["value"] = "inf"
         return out
 
     def to_json(self, **kwargs):
@@ -128,8 +152,6 @@ class Guarantee:
     @classmethod
     def from_dict(cls, data):
         data = dict(data)
-        if data.get("value") == "inf":
-            data["value"] = math.inf
         data["conditions"] = tuple(data.get("conditions", ()))
         data["details"] = dict(data.get("details", {}))
         return cls(**data)
@@ -161,4 +183,7 @@ class Guarantee:
             lines.append(f"  Composition: {self.composition}")
         for condition in self.conditions:
             lines.append(f"  Condition: {condition}")
+        if self.randomness is not None:
+            lines.append(
+                f"  Condition: {randomness_lib.DESCRIPTIONS[self.randomness]}")
         return "\n".join(lines)

@@ -54,8 +54,11 @@ def sequence_bound(eta, token_distances):
     return eta * float(distances.sum())
 
 
+VECTOR_KINDS = ("tokens", "sequences")
+
+
 def dchi_guarantee(eta, dimension=None, embedding="the input vectors",
-                   text_to_text=False):
+                   text_to_text=False, vectors="tokens"):
     """The guarantee of DChiNoise (optionally decoded to tokens).
 
     Args:
@@ -64,8 +67,16 @@ def dchi_guarantee(eta, dimension=None, embedding="the input vectors",
         embedding: what the vectors are, for the metric's description
             (e.g. "MiniLM token embeddings E (30522 x 384)").
         text_to_text: whether the output is the nearest token.
+        vectors: "tokens" (one vector per token: per-token metric DP that
+            composes over a sequence) or "sequences" (one pooled vector per
+            text: metric DP per sequence, in the distance between the two
+            texts' pooled representations).
     """
     eta = validation.check_positive("eta", eta)
+    validation.check_choice("vectors", vectors, VECTOR_KINDS)
+    if text_to_text and vectors != "tokens":
+        raise ValueError("`text_to_text` privatizes tokens: `vectors` must "
+                         "be 'tokens'.")
     details = {}
     if dimension is not None:
         dimension = validation.check_int("dimension", dimension)
@@ -78,26 +89,38 @@ def dchi_guarantee(eta, dimension=None, embedding="the input vectors",
         "compare settings by nearest-neighbour inversion rate or plausible "
         "deniability, not by raw eta across models",
         "noise is sampled in float32 (radius as a sum of n exponentials, "
-        "direction as a normalised Gaussian); the bound is for the "
+        "direction as a normalised Gaussian from Box-Muller, whose "
+        "normals are bounded by about 5.8); the bound is for the "
         "real-valued mechanism",
     ]
     if text_to_text:
         conditions.append(
             "output = nearest candidate token to the noisy embedding "
-            "(post-processing); special tokens are never candidates and "
-            "are passed through unchanged"
+            "(post-processing); special tokens ([PAD] [CLS] [SEP] [MASK] "
+            "[UNK] [unused*]) are never output; [UNK] and every other input "
+            "token are privatized alike; the structural tokens [CLS], [SEP] "
+            "and [PAD] are released unchanged, so the token count (length) "
+            "is released"
         )
+    if vectors == "sequences":
+        unit = guarantee_lib.PER_SEQUENCE
+        composition = (
+            "one vector per text: exp(eta * ||r(x) - r(x')||) with r the "
+            "pooled representation, whatever the texts' lengths; m releases "
+            "of the same text add their bounds")
+    else:
+        unit = guarantee_lib.PER_TOKEN
+        composition = (
+            "a sequence of tokens, each privatized independently: "
+            "exp(eta * sum_i ||phi(x_i) - phi(x'_i)||) for equal-length "
+            "sequences; m releases of the same input add their bounds")
     return guarantee_lib.Guarantee(
         mechanism="dchi_text_to_text" if text_to_text else "dchi",
         parameter="eta",
         value=eta,
-        unit=guarantee_lib.PER_TOKEN,
+        unit=unit,
         metric=f"Euclidean distance between {embedding}",
-        composition=(
-            "a sequence of tokens, each privatized independently: "
-            "exp(eta * sum_i ||phi(x_i) - phi(x'_i)||) for equal-length "
-            "sequences; m releases of the same input add their bounds"
-        ),
+        composition=composition,
         conditions=tuple(conditions),
         details=details,
     )

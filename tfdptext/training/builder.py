@@ -49,7 +49,7 @@ def build_split(config, backbone, tokenizer, num_classes):
             privatizers = [layers.DChiNoise(
                 config.eta,
                 embedding_description=f"{config.preset} pooled sequence "
-                "representations")]
+                "representations", vectors="sequences")]
         dropout = None
         if config.dropout_rate:
             dropout = layers.WordDropout(
@@ -67,6 +67,7 @@ def build_split(config, backbone, tokenizer, num_classes):
         privatizer = layers.DChiTextPrivatizer(
             config.eta, models.token_embedding_table(backbone),
             special_token_ids=tokenizer.special_token_ids,
+            passthrough_token_ids=tokenizer.passthrough_token_ids,
             embedding_description=description)
         split = models.text_to_text_split(backbone, num_classes, privatizer,
                                           **common)

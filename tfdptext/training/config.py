@@ -104,6 +104,12 @@ class TrainConfig:
         if self.dropout_rate and self.mode not in ("robust", "seq_rep"):
             raise ValueError("`dropout_rate` > 0 (word dropout) applies to "
                              "modes robust and seq_rep only.")
+        if self.dropout_rate and self.mechanism != "laplace":
+            raise ValueError(
+                "`dropout_rate` > 0 (word dropout) amplifies an epsilon-LDP "
+                "release (mechanism laplace); with mechanism "
+                f"{self.mechanism} there is no amplification theorem to "
+                "state: set `dropout_rate` to 0 or use `epsilon`.")
         validation.check_int("max_length", self.max_length, 8)
         if self.batch_size is not None:
             validation.check_int("batch_size", self.batch_size, 1)

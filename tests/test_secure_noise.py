@@ -1,0 +1,272 @@
+"""Secure randomness by default, failing closed, and exact guarantees.
+
+Random words in (their checks and their false-alarm bounds), the Python
+user side fed by os.urandom, non-finite inputs, [UNK] in text-to-text, and
+the guarantees' units and delta.
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfdptext import layers
+from tfdptext import models
+from tfdptext import offline
+from tfdptext import privacy
+from tfdptext.models import secure
+from tfdptext.privacy import guarantee as g_lib
+from tfdptext.privacy import randomness
+
+TABLE = np.random.default_rng(0).normal(size=(60, 8)).astype(np.float32)
+SPECIAL = (0, 1, 2, 3, 4)      # [PAD] [UNK] [CLS] [SEP] [MASK]
+PASSTHROUGH = (0, 2, 3)        # [PAD] [CLS] [SEP]
+UNK = 1
+
+
+# --- The checks' tolerances: closed forms and false alarms. ---------------
+
+def test_mean_tolerance_is_hoeffding():
+    for w in (1, 768, 98304):
+        t = randomness.mean_tolerance(w)
+        assert math.isclose(2 * math.exp(-2 * w * t * t), 2.0**-40)
+
+
+def test_duplicate_threshold_poisson_tail():
+    from scipy import stats
+
+    for w in (256, 768, 49152, 98304, 10**6):
+        k = randomness.duplicate_threshold(w)
+        lam = w * (w - 1) / 2.0**33
+        assert stats.poisson(lam).sf(k) <= 2.0**-40
+        assert k == 0 or stats.poisson(lam).sf(k - 1) > 2.0**-40
+
+
+def test_good_words_pass_and_collisions_match_the_model():
+    """Simulated: 200 rows of 98,304 os.urandom words all pass; the mean
+    number of equal sorted neighbours is lambda = W(W-1)/2^33 = 1.125."""
+    w = 98304
+    words = secure.os_random_words((200, w))
+    assert bool(tf.reduce_all(secure.words_look_random(tf.constant(words))))
+    ordered = np.sort(words, axis=1)
+    repeats = (ordered[:, 1:] == ordered[:, :-1]).sum(axis=1)
+    # Poisson(1.125) mean over 200 rows: sd 0.075; 6 sd.
+    assert abs(repeats.mean() - w * (w - 1) / 2.0**33) < 0.45
+
+
+@pytest.mark.parametrize("name", ["zeros", "constant", "half", "pairs",
+                                  "low_bytes", "one_block_of_8"])
+def test_bad_words_are_refused(name):
+    rng = np.random.default_rng(1)
+    good = rng.integers(-2**31, 2**31, size=(1, 768)).astype(np.int32)
+    bad = {
+        "zeros": np.zeros_like(good),
+        "constant": np.full_like(good, 77),
+        "half": np.concatenate([good[:, :384], good[:, :384]], axis=1),
+        "pairs": np.repeat(good[:, :384], 2, axis=1),
+        "low_bytes": good & 0xFF,
+        # A 32-byte chunk copied 24 times over.
+        "one_block_of_8": np.tile(good[:, :8], (1, 96)),
+    }[name]
+    ok = secure.words_look_random(tf.constant(np.concatenate([good, bad])))
+    assert ok.numpy().ravel().tolist() == [True, False]
+
+
+def test_uniforms_from_words_are_in_the_unit_interval():
+    words = tf.constant([[0, -1, 2**31 - 1, -2**31, 2**24, 2**24 - 1]],
+                        tf.int32)
+    u = secure.uniforms_from_words(words).numpy()
+    assert u.min() == 0.0 and u.max() == 1.0 - 2.0**-24
+    np.testing.assert_array_equal(u[0, [0, 3, 4]], 0.0)
+
+
+# --- The Python user side on os.urandom. -----------------------------------
+
+def _seq_split(dropout=0.0):
+    import keras_hub
+
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=8,
+        intermediate_dim=16, max_sequence_length=16)
+    drop = layers.WordDropout(dropout, 4, (0, 2, 3)) if dropout else None
+    return models.sequence_representation_split(
+        backbone, 2, [layers.MinMaxNormalize(), layers.LaplaceNoise(2.0)],
+        input_dropout=drop)
+
+
+FEATURES = {"token_ids": np.array([[2, 7, 8, 9, 3, 0]] * 300, np.int32),
+            "padding_mask": np.array([[1, 1, 1, 1, 1, 0]] * 300, np.int32)}
+
+
+def test_secure_user_side_adds_laplace_from_os_entropy():
+    from scipy import stats
+
+    split = _seq_split()
+    clean_user = _seq_split()  # reference weights copied below
+    clean_user.user.set_weights(split.user.get_weights())
+    clean_user.privatizer.noise = False
+    clean = np.asarray(clean_user.user({**FEATURES, "segment_ids":
+                                        np.zeros_like(FEATURES["token_ids"])}))
+    side = secure.SecureUserSide(split.user, split.split_point)
+    released = side(FEATURES)["private_representation"]
+    assert released.shape == (300, 8)
+    assert stats.kstest((released - clean).ravel(),
+                        stats.laplace(scale=0.5).cdf).pvalue > 1e-4
+    g = side.guarantee
+    assert g.randomness == randomness.OS_ENTROPY and "os.urandom" in str(g)
+    assert g.value == 2.0 and g.unit == g_lib.PER_COORDINATE
+
+
+def test_secure_user_side_raises_on_non_finite_representation():
+    split = _seq_split()
+    side = secure.SecureUserSide(split.user, split.split_point)
+    model = side.model(6)
+    words = secure.os_random_words((1, 16))
+    good = model({"token_ids": FEATURES["token_ids"][:1],
+                  "padding_mask": FEATURES["padding_mask"][:1],
+                  "random_words": words})["private_representation"]
+    assert np.isfinite(good).all()
+    bad = model({"token_ids": FEATURES["token_ids"][:1],
+                 "padding_mask": FEATURES["padding_mask"][:1],
+                 "random_words": np.zeros_like(words)})
+    assert np.isnan(bad["private_representation"]).all()
+
+
+def test_a_direct_layer_call_states_tensorflow_randomness():
+    g = layers.LaplaceNoise(1.0).guarantee()
+    assert g.randomness == randomness.TENSORFLOW_UNSEEDED
+    assert "32-bit" in str(g)
+
+
+# --- Non-finite inputs never give a valid-looking release. -----------------
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_rows_become_nan(bad):
+    x = np.random.default_rng(0).random((3, 6)).astype(np.float32)
+    x[1, 2] = bad
+    for layer in (layers.MinMaxNormalize(), layers.LaplaceNoise(1.0),
+                  layers.DChiNoise(5.0), layers.RandomizedResponse(1.0)):
+        out = np.asarray(layer(x))
+        assert np.isnan(out[1]).all(), layer.name
+        assert np.isfinite(out[[0, 2]]).all(), layer.name
+
+
+# --- [UNK] is privatized; structural tokens pass. --------------------------
+
+def test_unk_is_privatized_and_structural_tokens_pass():
+    layer = layers.DChiTextPrivatizer(1e4, TABLE, special_token_ids=SPECIAL,
+                                      passthrough_token_ids=PASSTHROUGH)
+    ids = np.array([[2, UNK, 7, 3, 0]] * 50)
+    out = np.asarray(layer(ids))
+    np.testing.assert_array_equal(out[:, [0, 3, 4]], ids[:, [0, 3, 4]])
+    # [UNK] is never output: it became the candidate nearest to its
+    # embedding (eta is large, so always the same one).
+    assert not np.isin(out[:, 1], SPECIAL).any()
+    nearest = np.argsort(np.linalg.norm(TABLE - TABLE[UNK], axis=1))
+    expected = [i for i in nearest if i not in SPECIAL][0]
+    assert (out[:, 1] == expected).all()
+    corpus = offline.DChiCorpusPrivatizer(
+        TABLE, 1e4, SPECIAL, passthrough_token_ids=PASSTHROUGH)
+    out = corpus(ids)
+    np.testing.assert_array_equal(out[:, [0, 3, 4]], ids[:, [0, 3, 4]])
+    assert (out[:, 1] == expected).all()
+    assert corpus.guarantee().randomness == randomness.OS_ENTROPY
+    assert offline.DChiCorpusPrivatizer(TABLE, 1.0, SPECIAL, seed=0) \
+        .guarantee().randomness == randomness.SEEDED
+    with pytest.raises(ValueError, match="passthrough_token_ids"):
+        layers.DChiTextPrivatizer(1.0, TABLE, special_token_ids=SPECIAL,
+                                  passthrough_token_ids=[7])
+
+
+def test_offline_os_noise_norm_is_gamma():
+    from scipy import stats
+
+    noise = offline.dchi_noise(None, 4000, 8, 2.0)
+    norms = np.linalg.norm(noise, axis=1)
+    assert stats.kstest(norms, stats.gamma(a=8, scale=0.5).cdf
+                        ).pvalue > 1e-4
+    # Directions uniform: the mean direction is near 0 (sd 1/sqrt(8*4000)).
+    assert np.abs((noise / norms[:, None]).mean(axis=0)).max() < 0.03
+
+
+# --- Units and delta. ------------------------------------------------------
+
+def test_word_dropout_guarantee_is_per_token_substitution():
+    base = privacy.laplace_guarantee(1.0, 1, "vector")
+    g = privacy.with_dropout(base, 0.5, 2, 2)
+    assert g.unit == g_lib.PER_TOKEN_SUBSTITUTION
+    assert math.isclose(g.value, math.log(0.5 * math.e + 0.5))
+    assert "WordPiece" in str(g) and "base 1" in str(g)
+    assert g.delta == base.delta
+
+
+def test_pooled_dchi_is_per_sequence():
+    layer = layers.DChiNoise(10.0, vectors="sequences")
+    layer(np.zeros((1, 4), np.float32))
+    assert layer.guarantee().unit == g_lib.PER_SEQUENCE
+    restored = layers.DChiNoise.from_config(layer.get_config())
+    assert restored.vectors == "sequences"
+    with pytest.raises(ValueError, match="vectors"):
+        layers.DChiNoise(10.0, vectors="words")
+
+
+def test_dchi_with_word_dropout_is_refused_before_training():
+    from tfdptext import training
+
+    with pytest.raises(ValueError, match="dropout_rate"):
+        training.TrainConfig(mode="seq_rep", eta=10.0,
+                             dropout_rate=0.3).validate()
+
+
+def _hockey_stick(shift, bound, grid=400001):
+    """delta(e^shift) between b(E1 - E2) and b(E1 - E2) + shift b, E_i
+    Exp(1) truncated at `bound`, by numerical integration (b = 1)."""
+    t = np.linspace(-bound - shift - 1, bound + shift + 1, grid)
+
+    def density(n):
+        a = np.abs(n)
+        inside = a <= bound
+        value = np.exp(-a) * (1 - np.exp(-2 * (bound - a))) / 2
+        return np.where(inside, value, 0.0) / (1 - np.exp(-bound))**2
+
+    f, g = density(t), density(t - shift)
+    return np.trapezoid(np.maximum(g - np.exp(shift) * f, 0.0), t)
+
+
+@pytest.mark.parametrize("bits,shift", [(8, 0.05), (8, 1.0), (8, 5.0),
+                                        (23, 0.05), (23, 1.0), (23, 8.0)])
+def test_laplace_delta_bounds_the_truncated_sampler(bits, shift):
+    bound = privacy.laplace.max_exponential(bits)
+    exact = _hockey_stick(shift, bound)
+    stated = privacy.truncation_delta(shift, uniform_bits=bits)
+    assert exact <= stated < 25 * exact
+
+
+def test_laplace_guarantees_state_delta():
+    g = privacy.laplace_guarantee(1.0, 384)
+    assert math.isclose(g.delta, math.exp(1.0 - 23 * math.log(2)),
+                        rel_tol=1e-6)
+    rep = privacy.to_representation_level(g)
+    assert math.isclose(rep.delta, 384 * g.delta)
+    vec = privacy.laplace_guarantee(19.2, 384, "vector")
+    assert math.isclose(vec.delta, 384 * math.exp(0.05 - 23 * math.log(2)),
+                        rel_tol=1e-6)
+    assert "delta" in str(vec)
+
+
+@pytest.mark.parametrize("value", [math.inf, math.nan, -1.0, True])
+def test_guarantee_refuses_non_finite_values(value):
+    with pytest.raises(ValueError, match="value"):
+        g_lib.Guarantee("laplace", "epsilon", value,
+                        g_lib.PER_REPRESENTATION)
+
+
+def test_guarantee_round_trips_with_randomness():
+    g = privacy.laplace_guarantee(1.0, 4).with_randomness(
+        randomness.APP_SECURE_RNG)
+    back = g_lib.Guarantee.from_json(g.to_json())
+    assert back == g
+    with pytest.raises(ValueError, match="randomness"):
+        g.with_randomness("dev_random")

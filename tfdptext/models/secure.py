@@ -1,0 +1,257 @@
+"""User sides whose noise comes from a secure source: random words in.
+
+TensorFlow's and TFLite's own random ops are keyed from 32 bits per process
+(`tfdptext.privacy.randomness`), so a release that leaves a user must take
+its randomness from elsewhere. `secure_user_model` wraps a trained user side
+into a model with one more input, `random_words` (int32, one row of W words
+per example), from which every random choice of the user side is made:
+word dropout's positions and the privatization layer's noise. The phone
+model of an export is this wrapper (the app fills the words from the
+platform's secure generator); in Python, `SecureUserSide` fills them from
+`os.urandom`.
+
+The words are checked in the graph, and a release whose words fail is
+unusable (all NaN; privatized token ids all -1), never a clean release:
+
+- mean of the uniforms within the Hoeffding tolerance of 1/2 (catches an
+  unfilled, zero or constant buffer, or one filled only in its low bytes);
+- few equal words after sorting (catches a constant buffer and any block
+  used twice, such as a Laplace pair from one number).
+
+Each word gives one uniform U = (w mod 2^24) / 2^24 in [0, 1 - 2^-24].
+"""
+
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfdptext.layers import base as layers_base
+from tfdptext.layers.word_dropout import WordDropout
+from tfdptext.models import split as split_lib
+from tfdptext.privacy import randomness
+
+RANDOM_WORDS = "random_words"
+# Name of the release in each split point's phone model output.
+RELEASE_NAMES = {
+    split_lib.SEQUENCE: "private_representation",
+    split_lib.TOKEN: "token_embeddings",
+    split_lib.TEXT_TO_TEXT: "token_ids",
+}
+INVALID_TOKEN_ID = -1
+_UNIFORM_SCALE = 2.0**-24
+
+
+class RandomnessError(RuntimeError):
+    """A release came back unusable: its random words failed the checks or
+    its representation was not finite."""
+
+
+def os_random_words(shape):
+    """int32 words from os.urandom, as a phone app fills `random_words`."""
+    count = int(np.prod(shape))
+    return np.frombuffer(os.urandom(4 * count), dtype=np.int32).reshape(shape)
+
+
+def uniforms_from_words(words):
+    """U[0, 1) float32 numbers from int32 words: (w mod 2^24) / 2^24."""
+    low = tf.math.floormod(tf.cast(words, tf.int32), 2**24)
+    return tf.cast(low, tf.float32) * _UNIFORM_SCALE
+
+
+def words_look_random(words):
+    """(batch, 1) booleans: whether each row of random words passes the
+    checks (see the module docstring). The static row length sets the
+    tolerances."""
+    num_words = int(words.shape[-1])
+    words = tf.cast(words, tf.int32)
+    mean = tf.reduce_mean(uniforms_from_words(words), axis=-1, keepdims=True)
+    balanced = tf.abs(mean - 0.5) <= randomness.mean_tolerance(num_words)
+    if num_words < 2:
+        return balanced
+    ordered = tf.math.top_k(words, k=num_words, sorted=True).values
+    equal = tf.cast(tf.equal(ordered[:, 1:], ordered[:, :-1]), tf.float32)
+    repeats = tf.reduce_sum(equal, axis=-1, keepdims=True)
+    distinct = repeats <= float(randomness.duplicate_threshold(num_words))
+    return tf.logical_and(balanced, distinct)
+
+
+def find_layers(user):
+    """(input dropout or None, privatization layer or None) of a user side."""
+    found = [layer for layer in user._flatten_layers()
+             if isinstance(layer, layers_base.PrivatizationLayer)]
+    dropouts = [l for l in found if isinstance(l, WordDropout)]
+    mechanisms = [l for l in found if not isinstance(l, WordDropout)]
+    if len(dropouts) > 1 or len(mechanisms) > 1:
+        raise ValueError(
+            "A user side holds at most one word dropout and one "
+            f"privatization layer; this one has {[l.name for l in found]}.")
+    return (dropouts[0] if dropouts else None,
+            mechanisms[0] if mechanisms else None)
+
+
+class _RandomWordsNoise(keras.layers.Layer):
+    """Word dropout before, and noise after, a user side, from random words.
+
+    Call with (features, random_words): returns the release. The wrapped
+    layers' own `noise` is switched off, so the user side computes the clean
+    value and every random choice comes from the words.
+    """
+
+    def __init__(self, user, release_name, dropout, privatizer, **kwargs):
+        super().__init__(**kwargs)
+        self.user = user
+        self.release_name = release_name
+        self.dropout = dropout
+        self.privatizer = privatizer
+
+    def call(self, features, random_words):
+        words = tf.cast(random_words, tf.int32)
+        ok = words_look_random(words)
+        uniforms = uniforms_from_words(words)
+        offset = 0
+        if self.dropout is not None and self.dropout.rate > 0.0:
+            length = int(features["token_ids"].shape[1])
+            features = self.dropout.apply(features,
+                                          uniforms[:, offset:offset + length])
+            offset += length
+        released = self.user(features)
+        value = released if not isinstance(released, dict) else \
+            released[self.release_name]
+        if self.privatizer is not None:
+            shape = self.privatizer.uniforms_shape(value.shape)
+            part = tf.reshape(uniforms[:, offset:],
+                              [-1, *[int(d) for d in shape]])
+            value = self.privatizer.apply(value, part)
+        ok = tf.reshape(ok, [-1] + [1] * (len(value.shape) - 1))
+        if value.dtype.is_integer:
+            return tf.where(ok, value, tf.constant(INVALID_TOKEN_ID,
+                                                   value.dtype))
+        return layers_base.nan_unless(ok, value)
+
+    def compute_output_spec(self, features, random_words):
+        released = self.user.compute_output_spec(features)
+        if isinstance(released, dict):
+            released = released[self.release_name]
+        return keras.KerasTensor(released.shape, dtype=released.dtype)
+
+
+def words_per_example(user, split_point, max_length):
+    """How many random words one example needs (dropout, then noise)."""
+    dropout, privatizer = find_layers(user)
+    count = max_length if dropout is not None and dropout.rate > 0 else 0
+    if privatizer is not None:
+        value = _release_spec(user, split_point, max_length)
+        count += int(np.prod(privatizer.uniforms_shape(value.shape)))
+    return count
+
+
+def _release_spec(user, split_point, max_length):
+    spec = {name: keras.KerasTensor((1, max_length), dtype="int32")
+            for name in split_lib.FEATURES}
+    released = user.compute_output_spec(spec)
+    if isinstance(released, dict):
+        released = released[RELEASE_NAMES[split_point]]
+    return released
+
+
+def secure_user_model(user, split_point, max_length):
+    """The user side with a `random_words` input (see module docstring).
+
+    Inputs: `token_ids`, `padding_mask` (int32, (batch, max_length)) and
+    `random_words` (int32, (batch, W), W = `words_per_example`). Output:
+    {release name: release}. The user model's noise layers are switched to
+    take their randomness from the words: give this function a model of its
+    own (e.g. freshly loaded), not one used elsewhere with its own noise.
+    """
+    if split_point not in RELEASE_NAMES:
+        raise ValueError(f"`split_point` must be one of "
+                         f"{tuple(RELEASE_NAMES)}, received {split_point!r}.")
+    dropout, privatizer = find_layers(user)
+    num_words = words_per_example(user, split_point, max_length)
+    if num_words == 0:
+        raise ValueError("This user side draws no randomness (no noise "
+                         "layer): it has no secure variant to build.")
+    for layer in (dropout, privatizer):
+        if layer is not None:
+            layer.noise = False
+    ids = keras.Input((max_length,), dtype="int32", name="token_ids")
+    mask = keras.Input((max_length,), dtype="int32", name="padding_mask")
+    words = keras.Input((num_words,), dtype="int32", name=RANDOM_WORDS)
+    features = {"token_ids": ids, "padding_mask": mask,
+                "segment_ids": keras.ops.zeros_like(ids)}
+    name = RELEASE_NAMES[split_point]
+    value = _RandomWordsNoise(user, name, dropout, privatizer,
+                              name="noise_from_random_words")(features, words)
+    return keras.Model({"token_ids": ids, "padding_mask": mask,
+                        RANDOM_WORDS: words}, {name: value},
+                       name="privatizer")
+
+
+def release_is_usable(value):
+    """Whether every element of a release (numpy) is a valid value."""
+    value = np.asarray(value)
+    if np.issubdtype(value.dtype, np.integer):
+        return bool((value >= 0).all())
+    return bool(np.isfinite(value).all())
+
+
+class SecureUserSide:
+    """Runs a user side in Python with noise from os.urandom.
+
+    Builds (and caches) one `secure_user_model` per input length, feeds
+    every example fresh words from `os.urandom`, and raises RandomnessError
+    if a release comes back unusable.
+
+    Args:
+        user: a user-side Keras model, used by this object only (its noise
+            layers are rewired to the random words).
+        split_point: one of `tfdptext.models.SPLIT_POINTS`.
+        max_tokens: the longest input (real tokens) the guarantee must hold
+            for; needed only when the user side has word dropout.
+
+    Attributes:
+        guarantee: what the releases guarantee (randomness: os.urandom).
+
+    Example:
+    >>> secure = SecureUserSide(keras.models.load_model(
+    ...     "runs/ag/user_side.keras"), "sequence_representation")
+    >>> released = secure(tokenizer(["A sentence."]))
+    """
+
+    def __init__(self, user, split_point, max_tokens=None):
+        dropout, privatizer = find_layers(user)
+        if dropout is not None and max_tokens is None:
+            max_tokens = 510
+        # Before the layers are rewired (their own noise then reads "off").
+        self.guarantee = split_lib.user_side_guarantee(
+            privatizer, dropout, max_tokens, randomness.OS_ENTROPY)
+        self.user = user
+        self.split_point = split_point
+        self.release_name = RELEASE_NAMES[split_point]
+        self._models = {}
+
+    def model(self, length):
+        if length not in self._models:
+            self._models[length] = secure_user_model(
+                self.user, self.split_point, length)
+        return self._models[length]
+
+    def __call__(self, features):
+        """The release for a batch of features (token_ids, padding_mask):
+        {release name: numpy array}."""
+        ids = np.asarray(features["token_ids"], np.int32)
+        mask = np.asarray(features["padding_mask"], np.int32)
+        model = self.model(ids.shape[1])
+        words = os_random_words((len(ids), int(model.input[RANDOM_WORDS]
+                                               .shape[-1])))
+        out = model({"token_ids": ids, "padding_mask": mask,
+                     RANDOM_WORDS: words})
+        value = np.asarray(out[self.release_name])
+        if not release_is_usable(value):
+            raise RandomnessError(
+                "The user side returned an unusable release (NaN or id -1): "
+                "an input representation was not finite, or the random "
+                "words failed their checks.")
+        return {self.release_name: value}

@@ -1,0 +1,151 @@
+"""Where a mechanism's random numbers come from, as part of its guarantee.
+
+A DP guarantee assumes noise the adversary cannot predict. Which generator
+drew it is therefore a condition of every guarantee, stated with it:
+
+- `APP_SECURE_RNG`: random words fed to an exported phone model by the app,
+  from the platform's cryptographically secure generator (the default
+  export). The model checks them and makes its release unusable (NaN, or
+  token id -1) when they look unfilled, constant or repeated.
+- `OS_ENTROPY`: Python paths of this package that release data
+  (`tfdptext.models.secure.SecureUserSide`, evaluation releases,
+  `tfdptext.offline`) read `os.urandom` for every release.
+- `TENSORFLOW_UNSEEDED`: a Keras layer called directly draws from
+  TensorFlow's unseeded random ops. Each op is keyed once per process
+  from a std::mt19937_64 seeded by one 32-bit std::random_device value
+  (tsl `random::New64`), and Philox is not a cryptographic generator:
+  fine for training and experiments, not for data that leaves a user.
+- `TFLITE_INTERNAL`: an exported model's own RANDOM_* ops (opt-in,
+  `--noise_source=internal`). TFLite keys every op from one process-wide
+  std::mt19937_64 seeded by a single 32-bit std::random_device value
+  (tensorflow/lite/kernels/random_ops.cc): all noise of an app process is
+  one of 2^32 streams, which an attacker with the public .tflite and one
+  release can search (tfdptext.audit.seed_recovery).
+- `SEEDED`: a fixed seed, for reproducible research only: no privacy
+  against anyone who knows or guesses the seed.
+"""
+
+import math
+
+from tfdptext.privacy import validation
+
+APP_SECURE_RNG = "app_secure_rng"
+OS_ENTROPY = "os_entropy"
+TENSORFLOW_UNSEEDED = "tensorflow_unseeded"
+TFLITE_INTERNAL = "tflite_internal"
+SEEDED = "seeded"
+
+SOURCES = (APP_SECURE_RNG, OS_ENTROPY, TENSORFLOW_UNSEEDED, TFLITE_INTERNAL,
+           SEEDED)
+
+# Bits of resolution of one uniform number, which bounds the largest
+# exponential -log(1 - U) the sampler can return (see laplace.py's delta).
+UNIFORM_BITS = {
+    APP_SECURE_RNG: 24,      # 24 bits of each random word
+    OS_ENTROPY: 24,
+    TENSORFLOW_UNSEEDED: 23,  # Uint32ToFloat keeps a 23-bit mantissa
+    TFLITE_INTERNAL: 23,
+    SEEDED: 23,
+}
+
+DESCRIPTIONS = {
+    APP_SECURE_RNG: (
+        "randomness: random words from the app's cryptographically secure "
+        "generator (SecureRandom, SecRandomCopyBytes), fresh for every "
+        "release; the model refuses (NaN / id -1 output) buffers that are "
+        "unfilled, constant or repeated within a call, but cannot see reuse "
+        "across calls: never reuse a buffer"),
+    OS_ENTROPY: (
+        "randomness: os.urandom, fresh for every release"),
+    TENSORFLOW_UNSEEDED: (
+        "randomness: TensorFlow's unseeded random ops (Philox keyed once "
+        "per process from a 32-bit std::random_device seed; not a "
+        "cryptographic generator). Fine for training and experiments; for "
+        "releases that leave a user, use SecureUserSide or an exported "
+        "model fed by the app's secure generator"),
+    TFLITE_INTERNAL: (
+        "randomness: the model's own TFLite RANDOM_* ops (opt-in "
+        "noise_source=internal). All noise of an app process comes from "
+        "one std::mt19937_64 seeded by a single 32-bit std::random_device "
+        "value, so it is one of 2^32 predictable streams: an attacker with "
+        "the .tflite and one release can search the seed and remove the "
+        "noise of every release of that process. The guarantee holds only "
+        "against attackers who cannot do that"),
+    SEEDED: (
+        "randomness: a fixed seed (reproducible research only); anyone who "
+        "knows or guesses the seed can remove the noise: no privacy"),
+}
+
+
+def check_source(source):
+    """Returns `source` if it is one of SOURCES, else raises ValueError."""
+    if source not in SOURCES:
+        raise ValueError(
+            f"`randomness` must be one of {SOURCES}, received {source!r}.")
+    return source
+
+
+def uniform_bits(source):
+    """Resolution in bits of the uniforms drawn from `source`."""
+    return UNIFORM_BITS[check_source(source)]
+
+
+# Checks of random words fed to a model (fail closed). A buffer of W words
+# from a good generator fails a check with probability below
+# FALSE_ALARM; an unfilled (all zero), constant, or partly repeated buffer
+# fails it.
+FALSE_ALARM = 2.0**-40
+
+
+def mean_tolerance(num_words, false_alarm=FALSE_ALARM):
+    """Largest |mean(U) - 1/2| accepted for `num_words` uniforms in [0, 1].
+
+    Hoeffding: P(|mean - 1/2| >= t) <= 2 exp(-2 W t^2), so
+    t = sqrt(ln(2 / false_alarm) / (2 W)).
+
+    Example:
+    >>> round(mean_tolerance(768), 3)
+    0.136
+    """
+    num_words = validation.check_int("num_words", num_words, minimum=1)
+    _check_false_alarm(false_alarm)
+    return math.sqrt(math.log(2.0 / false_alarm) / (2.0 * num_words))
+
+
+def duplicate_threshold(num_words, false_alarm=FALSE_ALARM, bits=32):
+    """Most equal neighbours accepted among `num_words` sorted random words.
+
+    Among W independent uniform `bits`-bit words, the number of equal
+    adjacent values after sorting (colliding pairs, for rare collisions) is
+    close to Poisson with mean lambda = W (W - 1) / 2^(bits + 1); the
+    threshold is the smallest k with P(X > k) <= false_alarm. A buffer that
+    is constant, unfilled, or holds any block twice has far more.
+
+    Example:
+    >>> duplicate_threshold(768), duplicate_threshold(98304)
+    (2, 15)
+    """
+    num_words = validation.check_int("num_words", num_words, minimum=1)
+    _check_false_alarm(false_alarm)
+    lam = num_words * (num_words - 1) / 2.0 ** (bits + 1)
+    if lam == 0.0:
+        return 0
+    # P(X > k) = 1 - sum_{j <= k} e^-lam lam^j / j!, summed in log space.
+    # P(X > k) summed directly from its terms (1 - cdf would lose the
+    # precision near 1); the terms past k + 400 are negligible here.
+    k = 0
+    while sum(math.exp(-lam + _log_term(lam, j))
+              for j in range(k + 1, k + 400)) > false_alarm:
+        k += 1
+    return k
+
+
+def _log_term(lam, j):
+    """log(lam^j / j!)."""
+    return j * math.log(lam) - math.lgamma(j + 1)
+
+
+def _check_false_alarm(false_alarm):
+    if not (0.0 < false_alarm < 1.0):
+        raise ValueError(f"`false_alarm` must be in (0, 1), received "
+                         f"{false_alarm!r}.")
