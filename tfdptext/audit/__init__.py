@@ -1,0 +1,7 @@
+"""Empirical privacy checks of the exported mechanisms.
+
+`seed_chain` replays how TFLite's unseeded random ops make their numbers and
+`seed_recovery` uses it to recover the internal noise seed from one release;
+the epsilon audit (another module here) estimates the privacy loss from
+samples. Nothing heavy is imported at package import.
+"""
