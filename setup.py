@@ -59,7 +59,8 @@ setup(
     # `make install` does this.
     scripts=["train/tfdptext-demo", "train/tfdptext-train",
              "export/tfdptext-export", "export/tfdptext-predict",
-             "eval/tfdptext-eval", "eval/tfdptext-sweep"],
+             "eval/tfdptext-eval", "eval/tfdptext-sweep",
+             "eval/tfdptext-audit"],
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "Topic :: Security",

@@ -117,6 +117,12 @@ def test_secure_user_side_adds_laplace_from_os_entropy():
     g = side.guarantee
     assert g.randomness == randomness.OS_ENTROPY and "os.urandom" in str(g)
     assert g.value == 2.0 and g.unit == g_lib.PER_COORDINATE
+    # The user side itself is unchanged: called directly it still adds its
+    # own noise and says so.
+    direct = np.asarray(split.user({**FEATURES, "segment_ids": np.zeros_like(
+        FEATURES["token_ids"])}))
+    assert np.abs(direct - clean).mean() > 0.1
+    assert split.guarantee().randomness == randomness.TENSORFLOW_UNSEEDED
 
 
 def test_secure_user_side_raises_on_non_finite_representation():

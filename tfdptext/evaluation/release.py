@@ -14,17 +14,43 @@ import os
 
 import numpy as np
 
+from tfdptext import runfiles
+from tfdptext.errors import TfdptextError
+
 from tfdptext.data.tokenization import TextTokenizer
 from tfdptext.models import split as split_lib
 
 
-class RunError(ValueError):
+class RunError(TfdptextError):
     """The directory is not a usable trained run, or does not fit the data."""
 
 
-def _read_json(path):
-    with open(path) as f:
-        return json.load(f)
+def _read_json(path, required=()):
+    """A run file's JSON object; RunError naming the file and what is
+    wrong (truncated, not JSON, a required key absent)."""
+    return runfiles.read_json(path, RunError, required=required)
+
+
+# The keys of each run file TrainedRun reads.
+_REQUIRED_KEYS = {
+    "config.json": ("mode", "mechanism", "max_length", "dataset"),
+    "split.json": ("split_point", "guarantee", "tokenizer"),
+    "metrics.json": (),
+}
+
+
+def _load_keras(path):
+    """keras.models.load_model with a clear RunError for a bad file."""
+    import keras
+
+    runfiles.check_keras_file(path, RunError)
+    try:
+        return keras.models.load_model(path)
+    except Exception as err:  # noqa: BLE001 (Keras raises many types)
+        lines = str(err).strip().splitlines()
+        raise RunError(f"{path} cannot be loaded as a Keras model ("
+                       f"{lines[0] if lines else type(err).__name__}).") \
+            from None
 
 
 class TrainedRun:
@@ -46,17 +72,24 @@ class TrainedRun:
              "server_side.keras", "vocab.txt")
 
     def __init__(self, model_dir, vocabulary=None):
-        import keras
-
+        if not os.path.isdir(model_dir):
+            raise RunError(f"`model_dir`: {model_dir} is not a directory.")
         missing = [f for f in self.FILES
                    if not os.path.exists(os.path.join(model_dir, f))]
         if missing:
             raise RunError(f"`model_dir`: {model_dir} is not a finished "
                            f"tfdptext run (missing {missing}).")
         self.model_dir = model_dir
-        self.config = _read_json(os.path.join(model_dir, "config.json"))
-        self.split = _read_json(os.path.join(model_dir, "split.json"))
+        self.config = _read_json(os.path.join(model_dir, "config.json"),
+                                 _REQUIRED_KEYS["config.json"])
+        self.split = _read_json(os.path.join(model_dir, "split.json"),
+                                _REQUIRED_KEYS["split.json"])
         self.metrics = _read_json(os.path.join(model_dir, "metrics.json"))
+        for name in ("user_side.keras", "server_side.keras"):
+            runfiles.check_keras_file(os.path.join(model_dir, name),
+                                      RunError)
+        if os.path.getsize(os.path.join(model_dir, "vocab.txt")) == 0:
+            raise RunError(f"{model_dir}/vocab.txt is empty.")
         self.tokenizer = TextTokenizer.from_config(
             os.path.join(model_dir, "vocab.txt"), self.split["tokenizer"])
         if vocabulary is not None:
@@ -69,14 +102,13 @@ class TrainedRun:
                     f"{model_dir}/vocab.txt ({self.tokenizer.vocabulary_size}"
                     f" tokens, SHA-256 {self.tokenizer.vocabulary_sha256()[:12]}"
                     "); evaluate with the run's own tokenizer.")
-        self.user = keras.models.load_model(
-            os.path.join(model_dir, "user_side.keras"))
-        self.server = keras.models.load_model(
-            os.path.join(model_dir, "server_side.keras"))
         self.split_point = self.split["split_point"]
         if self.split_point not in split_lib.SPLIT_POINTS:
-            raise RunError(f"{model_dir}: unknown split point "
+            raise RunError(f"{model_dir}/split.json: unknown split point "
                            f"{self.split_point!r}.")
+        self.user = _load_keras(os.path.join(model_dir, "user_side.keras"))
+        self.server = _load_keras(
+            os.path.join(model_dir, "server_side.keras"))
 
     @staticmethod
     def read_config(model_dir):
@@ -85,7 +117,7 @@ class TrainedRun:
         if not os.path.exists(path):
             raise RunError(f"`model_dir`: {model_dir} holds no config.json; "
                            "is it a tfdptext run?")
-        return _read_json(path)
+        return _read_json(path, ("dataset", "data_dir"))
 
     @property
     def guarantee(self):
@@ -100,17 +132,12 @@ class TrainedRun:
 
     @property
     def secure_user(self):
-        """The user side fed by os.urandom (a copy of `user` of its own:
-        its noise layers take their randomness from random words)."""
-        import keras
-
+        """The user side fed by os.urandom."""
         from tfdptext.models import secure
 
         if getattr(self, "_secure_user", None) is None:
-            user = keras.models.load_model(
-                os.path.join(self.model_dir, "user_side.keras"))
             self._secure_user = secure.SecureUserSide(
-                user, self.split_point,
+                self.user, self.split_point,
                 max_tokens=int(self.config["max_length"]) - 2)
         return self._secure_user
 

@@ -1,5 +1,8 @@
 """The base class of the privatization layers."""
 
+import contextlib
+import threading
+
 import keras
 import tensorflow as tf
 
@@ -9,6 +12,23 @@ from tfdptext.privacy import randomness
 # The largest finite float32: |x| <= this is False for NaN and +-inf
 # (ABS and LESS_EQUAL are TFLite builtins; tf.math.is_finite is not).
 _FLOAT32_MAX = 3.4028234663852886e38
+
+
+_CALLER_RANDOMNESS = threading.local()
+
+
+@contextlib.contextmanager
+def randomness_from_caller():
+    """Within this block, privatization layers called without `uniforms`
+    add no noise: the caller applies it with `apply(x, uniforms)` from its
+    own random source (see tfdptext.models.secure). It applies while a
+    model is called or traced inside the block, and to nothing else."""
+    previous = getattr(_CALLER_RANDOMNESS, "active", False)
+    _CALLER_RANDOMNESS.active = True
+    try:
+        yield
+    finally:
+        _CALLER_RANDOMNESS.active = previous
 
 
 def finite_rows(x):
@@ -64,7 +84,10 @@ class PrivatizationLayer(keras.layers.Layer):
         raise NotImplementedError
 
     def _noisy(self, uniforms):
-        return uniforms is not None or self.noise
+        if uniforms is not None:
+            return True
+        return self.noise and not getattr(_CALLER_RANDOMNESS, "active",
+                                          False)
 
     def guarantee(self, randomness=randomness.TENSORFLOW_UNSEEDED):
         """The `tfdptext.privacy.Guarantee` of this layer's output.

@@ -94,9 +94,9 @@ def find_layers(user):
 class _RandomWordsNoise(keras.layers.Layer):
     """Word dropout before, and noise after, a user side, from random words.
 
-    Call with (features, random_words): returns the release. The wrapped
-    layers' own `noise` is switched off, so the user side computes the clean
-    value and every random choice comes from the words.
+    Call with (features, random_words): returns the release. The user side
+    runs inside `randomness_from_caller()`, so it computes the clean value
+    and every random choice comes from the words.
     """
 
     def __init__(self, user, release_name, dropout, privatizer, **kwargs):
@@ -116,7 +116,8 @@ class _RandomWordsNoise(keras.layers.Layer):
             features = self.dropout.apply(features,
                                           uniforms[:, offset:offset + length])
             offset += length
-        released = self.user(features)
+        with layers_base.randomness_from_caller():
+            released = self.user(features)
         value = released if not isinstance(released, dict) else \
             released[self.release_name]
         if self.privatizer is not None:
@@ -161,9 +162,8 @@ def secure_user_model(user, split_point, max_length):
 
     Inputs: `token_ids`, `padding_mask` (int32, (batch, max_length)) and
     `random_words` (int32, (batch, W), W = `words_per_example`). Output:
-    {release name: release}. The user model's noise layers are switched to
-    take their randomness from the words: give this function a model of its
-    own (e.g. freshly loaded), not one used elsewhere with its own noise.
+    {release name: release}. The user model itself is unchanged (called
+    directly, it still draws its own noise).
     """
     if split_point not in RELEASE_NAMES:
         raise ValueError(f"`split_point` must be one of "
@@ -174,8 +174,10 @@ def secure_user_model(user, split_point, max_length):
         raise ValueError("This user side draws no randomness (no noise "
                          "layer): it has no secure variant to build.")
     for layer in (dropout, privatizer):
-        if layer is not None:
-            layer.noise = False
+        if layer is not None and not layer.noise:
+            raise ValueError(
+                f"The user side's {layer.name} has noise=False: it would "
+                "release without noise; nothing secure to build.")
     ids = keras.Input((max_length,), dtype="int32", name="token_ids")
     mask = keras.Input((max_length,), dtype="int32", name="padding_mask")
     words = keras.Input((num_words,), dtype="int32", name=RANDOM_WORDS)
@@ -205,8 +207,7 @@ class SecureUserSide:
     if a release comes back unusable.
 
     Args:
-        user: a user-side Keras model, used by this object only (its noise
-            layers are rewired to the random words).
+        user: a user-side Keras model (left unchanged).
         split_point: one of `tfdptext.models.SPLIT_POINTS`.
         max_tokens: the longest input (real tokens) the guarantee must hold
             for; needed only when the user side has word dropout.
@@ -224,7 +225,6 @@ class SecureUserSide:
         dropout, privatizer = find_layers(user)
         if dropout is not None and max_tokens is None:
             max_tokens = 510
-        # Before the layers are rewired (their own noise then reads "off").
         self.guarantee = split_lib.user_side_guarantee(
             privatizer, dropout, max_tokens, randomness.OS_ENTROPY)
         self.user = user

@@ -1,0 +1,231 @@
+"""Tests of the empirical epsilon audit (tfdptext.audit, tfdptext-audit).
+
+The audits run at confidence 1 - 1e-4, so a correct mechanism is refuted
+with probability < 1e-4 (conftest's rule); the broken variants are still
+refuted by a wide margin at these sample sizes.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import special
+from scipy import stats
+
+from tfdptext.audit import auditor
+from tfdptext.audit import mechanisms
+from tfdptext.audit import statistics
+
+SAMPLES = 20000
+CONFIDENCE = 1.0 - 1e-4
+PROGRAM = os.path.join(os.path.dirname(__file__), "..", "eval",
+                       "tfdptext-audit")
+
+
+# ---------------------------------------------------------------------------
+# statistics.py
+
+
+@pytest.mark.parametrize("a,b", [(0.5, 0.5), (1.0, 3.0), (7.0, 2.5),
+                                 (40.0, 900.0), (25000.0, 25001.0)])
+def test_regularized_incomplete_beta_matches_scipy(a, b):
+    for x in (1e-6, 0.01, 0.3, 0.5, 0.77, 0.999):
+        assert statistics.regularized_incomplete_beta(x, a, b) == (
+            pytest.approx(special.betainc(a, b, x), rel=1e-9, abs=1e-14))
+
+
+@pytest.mark.parametrize("successes,trials", [
+    (0, 1), (1, 1), (0, 50), (3, 50), (25, 50), (50, 50), (1, 200000),
+    (17, 200000), (99000, 200000), (199999, 200000), (200000, 200000)])
+@pytest.mark.parametrize("alpha", [0.05, 1e-3, 1e-6])
+def test_clopper_pearson_matches_scipy_beta_ppf(successes, trials, alpha):
+    lower = statistics.clopper_pearson_lower(successes, trials, alpha)
+    upper = statistics.clopper_pearson_upper(successes, trials, alpha)
+    expected_lower = 0.0 if successes == 0 else stats.beta.ppf(
+        alpha, successes, trials - successes + 1)
+    expected_upper = 1.0 if successes == trials else stats.beta.ppf(
+        1 - alpha, successes + 1, trials - successes)
+    assert lower == pytest.approx(expected_lower, rel=1e-9, abs=1e-300)
+    assert upper == pytest.approx(expected_upper, rel=1e-9)
+    assert lower <= successes / trials <= upper
+
+
+def test_clopper_pearson_closed_forms():
+    # k = n: lower = alpha^(1/n); k = 0: upper = 1 - alpha^(1/n).
+    for n in (1, 10, 1000):
+        assert statistics.clopper_pearson_lower(n, n, 0.05) == (
+            pytest.approx(0.05 ** (1 / n), rel=1e-12))
+        assert statistics.clopper_pearson_upper(0, n, 0.05) == (
+            pytest.approx(1 - 0.05 ** (1 / n), rel=1e-9))
+    # Beta(1, 1) is uniform.
+    assert statistics.beta_quantile(0.3, 1.0, 1.0) == pytest.approx(0.3)
+
+
+def test_epsilon_lower_bound_closed_form_and_delta():
+    n, alpha = 1000, 0.05
+    a = (alpha / 2) ** (1 / n)
+    expected = math.log(a / (1 - a))
+    assert statistics.epsilon_lower_bound(n, n, 0, n, alpha) == (
+        pytest.approx(expected, rel=1e-9))
+    # Equal counts never give a positive bound; nothing observed gives 0.
+    assert statistics.epsilon_lower_bound(500, n, 500, n, alpha) == 0.0
+    assert statistics.epsilon_lower_bound(0, n, 0, n, alpha) == 0.0
+    # delta is subtracted from p's lower bound.
+    with_delta = statistics.epsilon_lower_bound(n, n, 0, n, alpha, delta=0.5)
+    assert with_delta == pytest.approx(math.log((a - 0.5) / (1 - a)))
+    # Exact ratio: p = 0.6, q = 0.2 -> ln 3 is an upper limit of the bound.
+    bound = statistics.epsilon_lower_bound(60000, 100000, 20000, 100000,
+                                           alpha)
+    assert 1.05 < bound < math.log(3.0)
+
+
+def test_bonferroni_and_argument_errors():
+    assert statistics.bonferroni(0.05, 10) == pytest.approx(0.005)
+    with pytest.raises(ValueError, match="num_tests"):
+        statistics.bonferroni(0.05, 0)
+    with pytest.raises(ValueError, match="alpha"):
+        statistics.clopper_pearson_lower(1, 2, 1.5)
+    with pytest.raises(ValueError, match="successes"):
+        statistics.clopper_pearson_upper(3, 2, 0.05)
+    with pytest.raises(ValueError, match="trials"):
+        statistics.clopper_pearson_upper(0, 0, 0.05)
+    with pytest.raises(ValueError, match="delta"):
+        statistics.epsilon_lower_bound(1, 2, 1, 2, 0.05, delta=-1.0)
+
+
+# ---------------------------------------------------------------------------
+# auditor.py
+
+
+def test_select_event_finds_a_separating_event():
+    for values_x, values_x_prime in ((np.zeros(100), np.ones(100)),
+                                     (np.ones(100), np.zeros(100))):
+        threshold, at_least, swapped, _ = auditor.select_event(
+            values_x, values_x_prime)
+        inside = [(v >= threshold) if at_least else (v <= threshold)
+                  for v in (values_x, values_x_prime)]
+        top, bottom = (inside[1], inside[0]) if swapped else inside
+        assert top.all() and not bottom.any()
+
+
+def test_audit_validates_arguments():
+    setup = mechanisms.laplace_vector()
+    with pytest.raises(ValueError, match="samples_per_side"):
+        auditor.audit(setup, 10)
+    with pytest.raises(ValueError, match="confidence"):
+        auditor.audit(setup, 1000, confidence=1.0)
+
+
+def test_perfect_distinguisher_bound_and_report():
+    # A "mechanism" that releases its input: the bound is the largest the
+    # evaluation half can show, and the report says FAIL.
+    setup = auditor.MechanismSetup(
+        name="identity", claim=1.0, unit="per coordinate",
+        sample=lambda side, n: np.full((n, 2), float(side)))
+    result = auditor.audit(setup, 2000, confidence=0.95)
+    m = result.num_tests
+    a = (0.05 / m / 2) ** (1 / 1000)
+    assert result.lower_bound == pytest.approx(math.log(a / (1 - a)))
+    assert result.verdict == auditor.FAIL
+    table = auditor.markdown_table([result])
+    assert "| identity | 1 (per coordinate) |" in table
+    assert "FAIL (UNEXPECTED)" in table
+    data = json.loads(auditor.to_json([result]))["results"][0]
+    assert data["verdict"] == "fail" and len(data["tests"]) == m
+
+
+@pytest.mark.parametrize("name", list(mechanisms.MECHANISMS))
+def test_correct_mechanism_passes(name):
+    result = auditor.audit(mechanisms.MECHANISMS[name](), SAMPLES,
+                           CONFIDENCE)
+    assert result.lower_bound <= result.claim, result.best_test
+    assert result.verdict == auditor.PASS
+    # The family is strong enough to see a good part of the claim.
+    assert result.tightness > 0.25, result.best_test
+
+
+@pytest.mark.parametrize("name", list(mechanisms.BROKEN_MECHANISMS))
+def test_broken_variant_is_caught(name):
+    result = auditor.audit(mechanisms.BROKEN_MECHANISMS[name](), SAMPLES,
+                           CONFIDENCE)
+    assert result.broken
+    assert result.lower_bound > result.claim, result.best_test
+    assert result.verdict == auditor.FAIL and result.as_expected
+
+
+# ---------------------------------------------------------------------------
+# TFLite
+
+
+@pytest.mark.parametrize("use_random_words", [False, True])
+def test_tflite_laplace_passes(use_random_words):
+    setup = mechanisms.tflite_laplace(use_random_words=use_random_words)
+    result = auditor.audit(setup, SAMPLES, CONFIDENCE)
+    assert result.verdict == auditor.PASS
+    assert 0.5 < result.tightness <= 1.0, result.best_test
+
+
+def test_tflite_sampler_fills_random_words_fresh_and_checks_feeds():
+    import keras
+
+    from tfdptext.export import tflite
+
+    x = keras.Input((3,), name="x")
+    words = keras.Input((3,), dtype="int32", name="random_words")
+    model = keras.Model({"x": x, "random_words": words},
+                        keras.ops.cast(words, "float32") + x)
+    model_bytes = tflite.convert(model, batch_size=4)
+    feed = {"x": np.zeros((4, 3), np.float32)}
+    sample = mechanisms.tflite_sampler(model_bytes, feed, feed)
+    releases = sample(0, 10)  # three invokes of four rows
+    assert releases.shape == (10, 3)
+    assert len(np.unique(releases)) == 30  # no word reused
+    with pytest.raises(ValueError, match="feed_x"):
+        mechanisms.tflite_sampler(model_bytes, {"y": feed["x"]}, feed)
+
+
+def test_fresh_inputs_come_from_os_urandom():
+    words = mechanisms.random_words((2, 500))
+    assert words.dtype == np.int32 and len(np.unique(words)) > 990
+    uniforms = mechanisms.random_uniforms((1000,))
+    assert uniforms.dtype == np.float32
+    assert 0.0 <= uniforms.min() and uniforms.max() < 1.0
+    assert set(mechanisms.FRESH_INPUTS) == {"random_words", "uniforms"}
+
+
+# ---------------------------------------------------------------------------
+# The program
+
+
+def _run(*flags):
+    env = dict(os.environ, KERAS_BACKEND="tensorflow",
+               TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, PROGRAM, *flags],
+                          capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_program_runs_end_to_end(tmp_path):
+    output = tmp_path / "audit.json"
+    done = _run("--samples=400",
+                "--mechanisms=laplace_per_coordinate,broken_noise_off",
+                f"--output={output}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| laplace_per_coordinate |" in done.stdout
+    rows = json.loads(output.read_text())["results"]
+    assert [r["verdict"] for r in rows] == ["pass", "fail"]
+    assert rows[0]["samples_per_side"] == 400
+
+
+@pytest.mark.parametrize("flag,name", [("--samples=5", "--samples"),
+                                       ("--confidence=1.5", "--confidence"),
+                                       ("--mechanisms=bogus",
+                                        "--mechanisms")])
+def test_program_rejects_bad_flags(flag, name):
+    done = _run(flag)
+    assert done.returncode != 0
+    assert name in done.stderr
