@@ -8,6 +8,10 @@ in ai-edge-litert's plain Interpreter with 1 and 2 threads. Also times the
 server side (as a SavedModel signature) in predictions per second.
 
     python benchmarks/export_latency.py --max_length=128 --invokes=200
+
+`--noise_source` picks the phone model's randomness: `input` (the default
+export: `random_words` from the app, checked in the graph) and/or
+`internal` (TFLite's own RANDOM_* ops).
 """
 
 import datetime
@@ -28,6 +32,11 @@ flags.DEFINE_integer("server_batch", 256, "Server batch size.")
 flags.DEFINE_multi_string("split", ["sequence_representation",
                                     "token_representation"],
                           "Split points to measure.")
+flags.DEFINE_multi_enum("noise_source", ["input"], ["input", "internal"],
+                        "Phone model randomness to measure.")
+flags.DEFINE_multi_enum("weights", ["float32", "int8"], ["float32", "int8"],
+                        "Phone model weights to measure.")
+flags.DEFINE_bool("server", True, "Also time the server side.")
 
 
 def _latency(tflite_bytes, feed, threads, invokes):
@@ -52,6 +61,7 @@ def main(argv):
 
     from tfdptext import layers, models
     from tfdptext.export import exporter, tflite
+    from tfdptext.models import secure
 
     length = FLAGS.max_length
     tokenizer = models.load_tokenizer(max_length=length)
@@ -63,8 +73,9 @@ def main(argv):
     print(f"{datetime.date.today().isoformat()}; MiniLM-L6-H384, length "
           f"{length}, batch 1, {FLAGS.invokes} invokes after 10 warm-up; "
           f"{int(feed['padding_mask'].sum())} real tokens")
-    print("| user model | weights | size MiB | threads | p50 ms | p95 ms |")
-    print("|---|---|---|---|---|---|")
+    print("| user model | randomness | weights | size MiB | threads | p50 ms "
+          "| p95 ms |")
+    print("|---|---|---|---|---|---|---|")
     server_rows = []
     for split_point in FLAGS.split:
         backbone = models.load_backbone()
@@ -77,17 +88,25 @@ def main(argv):
             split = models.token_representation_split(
                 backbone, 4, layers.DChiNoise(50.0))
             name = "token embedding + d_chi"
-        phone = exporter._phone_model(split.user, split_point, length)
-        for quantize in (False, True):
-            model_bytes = tflite.convert(phone, quantize=quantize,
-                                         batch_size=1)
-            tflite.check_unseeded_builtins(model_bytes)
-            for threads in (1, 2):
-                p50, p95 = _latency(model_bytes, feed, threads,
-                                    FLAGS.invokes)
-                print(f"| {name} | {'int8' if quantize else 'float32'} | "
-                      f"{len(model_bytes) / 2**20:.1f} | {threads} | "
-                      f"{p50:.2f} | {p95:.2f} |")
+        for source in FLAGS.noise_source:
+            phone = exporter._phone_model(split.user, split_point, length,
+                                          noise_source=source)
+            model_feed = dict(feed)
+            if secure.RANDOM_WORDS in phone.input:
+                model_feed[secure.RANDOM_WORDS] = secure.os_random_words(
+                    (1, int(phone.input[secure.RANDOM_WORDS].shape[-1])))
+            for weights in FLAGS.weights:
+                model_bytes = tflite.convert(
+                    phone, quantize=weights == "int8", batch_size=1)
+                tflite.check_unseeded_builtins(model_bytes)
+                for threads in (1, 2):
+                    p50, p95 = _latency(model_bytes, model_feed, threads,
+                                        FLAGS.invokes)
+                    print(f"| {name} | {source} | {weights} | "
+                          f"{len(model_bytes) / 2**20:.1f} | {threads} | "
+                          f"{p50:.2f} | {p95:.2f} |")
+        if not FLAGS.server:
+            continue
         released = split.user(features)
         dim = 384
         with tempfile.TemporaryDirectory() as tmp:

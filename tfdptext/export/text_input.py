@@ -57,7 +57,8 @@ class StringToFeatures(keras.layers.Layer):
 
 
 def text_input_model(phone, tokenizer):
-    """Wraps the ids-in phone model: inputs `text` (+ `uniforms` if any)."""
+    """Wraps the ids-in phone model: inputs `text` (+ `random_words` if
+    any)."""
     text = keras.Input((), batch_size=1, dtype="string", name="text")
     inputs = {"text": text}
     features = StringToFeatures(tokenizer, name="tokenizer")(text)
