@@ -391,3 +391,57 @@ def test_attack_at_large_epsilon_uses_the_min_max_structure():
     found = seed_recovery.recover(release, spec, start, stop)
     assert found.seeds == (s_true,)
     np.testing.assert_allclose(found.clean[0], clean, rtol=0, atol=1e-5)
+
+
+_PHONE_CHILD = r"""
+import json, sys
+import numpy as np
+from ai_edge_litert.interpreter import Interpreter
+path, feed = sys.argv[1], json.loads(sys.argv[2])
+runner = Interpreter(model_path=path).get_signature_runner()
+out = runner(**{k: np.array(v, np.int32) for k, v in feed.items()})
+print(json.dumps(out["private_representation"].tolist()))
+"""
+
+
+def test_attack_on_a_whole_internal_noise_dpnr_phone_model(shim, tmp_path):
+    """The exporter's phone model with --noise_source=internal (encoder ->
+    mean pool -> min-max -> Laplace, a tiny BERT): one release and a 2^16
+    seed range give the seed and the clean representation."""
+    import keras_hub
+
+    from tfdptext import models
+    from tfdptext.export import exporter
+
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=100, num_layers=1, num_heads=2, hidden_dim=16,
+        intermediate_dim=32, max_sequence_length=16)
+    split = models.sequence_representation_split(
+        backbone, 2, [layers.MinMaxNormalize(), layers.LaplaceNoise(1.0)])
+    phone = exporter._phone_model(split.user, "sequence_representation", 8,
+                                  noise_source="internal")
+    model = export.convert(phone, batch_size=1)
+    feed = {"token_ids": [[2, 17, 41, 9, 3, 0, 0, 0]],
+            "padding_mask": [[1, 1, 1, 1, 1, 0, 0, 0]]}
+    positive = seed_recovery.find_positive_op(
+        model, 16, 1.0, feed={k: np.array(v, np.int32)
+                              for k, v in feed.items()})
+    clean = Interpreter(model_content=seed_recovery.set_op_seeds(
+        model, [(5, 6), (5, 6)])).get_signature_runner()(
+            **{k: np.array(v, np.int32) for k, v in feed.items()}
+        )["private_representation"][0]
+    path = tmp_path / "phone.tflite"
+    path.write_bytes(model)
+    s_true = 2_718_281_828
+    env = dict(os.environ, LD_PRELOAD=shim)
+    env[seed_recovery.SHIM_VARIABLE] = str(s_true)
+    release = np.array(json.loads(subprocess.run(
+        [sys.executable, "-c", _PHONE_CHILD, str(path), json.dumps(feed)],
+        env=env, capture_output=True, text=True, check=True).stdout),
+        np.float32)[0]
+    assert np.abs(release - clean).max() > 0.5   # the noise is real
+    spec = seed_recovery.LaplacePrivatizer(16, 1.0, positive_op=positive)
+    start = s_true - 12_345
+    found = seed_recovery.recover(release, spec, start, start + 2**16)
+    assert found.seeds == (s_true,)
+    np.testing.assert_allclose(found.clean[0], clean, rtol=0, atol=1e-5)

@@ -277,24 +277,32 @@ def set_op_seeds(tflite_bytes, seeds):
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-def find_positive_op(tflite_bytes, dimension, scale):
+def find_positive_op(tflite_bytes, dimension, scale, feed=None):
     """Which RANDOM_UNIFORM op (0 or 1, Prepare order) gives the added E1.
 
     The attacker can learn it offline from the public model: fix both ops'
-    seeds, run a zero vector (MinMaxNormalize maps it to zeros), and compare
-    the output with both assignments.
+    seeds and compare the output with both assignments. For a privatizer
+    alone (one input) a zero vector is fed (MinMaxNormalize maps it to
+    zeros); for a whole phone model give `feed` (any input): with both ops
+    on the same seeds E1 = E2, so that run gives the clean output.
 
     Returns:
         0 or 1.
     """
     from ai_edge_litert.interpreter import Interpreter
 
+    def run(pairs):
+        runner = Interpreter(model_content=set_op_seeds(
+            tflite_bytes, pairs)).get_signature_runner()
+        inputs = feed
+        if inputs is None:
+            name = next(iter(runner.get_input_details()))
+            inputs = {name: np.zeros((1, dimension), np.float32)}
+        return list(runner(**inputs).values())[0].reshape(-1)
+
     pairs = [(1, 2), (3, 4)]
-    runner = Interpreter(
-        model_content=set_op_seeds(tflite_bytes, pairs)).get_signature_runner()
-    name = next(iter(runner.get_input_details()))
-    out = list(runner(**{name: np.zeros((1, dimension), np.float32)})
-               .values())[0].reshape(-1)
+    clean = 0.0 if feed is None else run([pairs[0], pairs[0]])
+    out = run(pairs) - clean
     blocks = -(-dimension // 4)
     e = [exponentials(seed_chain.philox_words(a, b, blocks))[:dimension]
          for a, b in pairs]
