@@ -119,6 +119,19 @@ class PrivatizationLayer(keras.layers.Layer):
                 f"shape {tuple(input_shape)}."
             )
 
+    def _check_built_width(self, inputs, width):
+        """Refuses an input whose last axis differs from the one the layer
+        was built for: its noise scale and guarantee were set for that
+        width (a wider vector would get too little noise)."""
+        received = inputs.shape[-1]
+        if width is not None and received is not None and \
+                int(received) != width:
+            raise ValueError(
+                f"`inputs` of {self.name} must have last dimension {width} "
+                f"(the layer was built for it; its noise and guarantee "
+                f"depend on it), received shape {tuple(inputs.shape)}. Use "
+                "a new layer for another width.")
+
     def compute_output_shape(self, input_shape):
         return input_shape
 

@@ -40,6 +40,7 @@ class DChiNoise(base.PrivatizationLayer):
         self.eta = validation.check_positive("eta", eta)
         self.vectors = validation.check_choice("vectors", vectors,
                                                metric.VECTOR_KINDS)
+        metric.check_float32_eta(self.eta)
         if not isinstance(embedding_description, str):
             raise ValueError("`embedding_description` must be a string.")
         self.embedding_description = embedding_description
@@ -48,9 +49,11 @@ class DChiNoise(base.PrivatizationLayer):
     def build(self, input_shape):
         self._check_rank(input_shape, 2)
         self.dimension = int(input_shape[-1])
+        metric.check_float32_eta(self.eta, self.dimension)
         super().build(input_shape)
 
     def apply(self, inputs, uniforms=None):
+        self._check_built_width(inputs, self.dimension)
         raw = tf.cast(inputs, tf.float32)
         x = raw
         if self._noisy(uniforms):

@@ -54,7 +54,7 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
                  embedding_description="the token embedding table",
                  noise=True, **kwargs):
         super().__init__(noise=noise, **kwargs)
-        self.eta = validation.check_positive("eta", eta)
+        self.eta = metric.check_float32_eta(eta)
         self._initial_embeddings = None
         if embeddings is not None:
             table = np.asarray(embeddings, dtype=np.float32)

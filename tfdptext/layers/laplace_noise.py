@@ -36,6 +36,9 @@ class LaplaceNoise(base.PrivatizationLayer):
         self.epsilon = validation.check_positive("epsilon", epsilon)
         self.sensitivity = validation.check_choice(
             "sensitivity", sensitivity, laplace_accounting.SENSITIVITY_MODES)
+        # Refuses an epsilon whose noise would overflow float32 now, not at
+        # the first call (vector mode checks again with k at build).
+        laplace_accounting.laplace_scale(self.epsilon)
         self.dimension = None
         self.scale = None
 
@@ -47,6 +50,7 @@ class LaplaceNoise(base.PrivatizationLayer):
         super().build(input_shape)
 
     def apply(self, inputs, uniforms=None):
+        self._check_built_width(inputs, self.dimension)
         raw = tf.cast(inputs, tf.float32)
         x = tf.clip_by_value(raw, 0.0, 1.0)
         if self._noisy(uniforms):

@@ -40,6 +40,7 @@ class RandomizedResponse(base.PrivatizationLayer):
         super().build(input_shape)
 
     def apply(self, inputs, uniforms=None):
+        self._check_built_width(inputs, self.num_bits)
         raw = tf.cast(inputs, tf.float32)
         bits = tf.cast(raw > 0.5, tf.float32)
         if self._noisy(uniforms):

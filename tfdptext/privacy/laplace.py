@@ -74,8 +74,16 @@ def truncation_delta(shift, count=1, uniform_bits=DEFAULT_UNIFORM_BITS):
                / (1.0 - math.exp(-bound))**2)
 
 
+# Largest noise scale whose samples (at most ~17 scales) stay finite in
+# float32 (max 3.4e38) with room to spare.
+MAX_SCALE = 1e30
+
+
 def laplace_scale(epsilon, sensitivity=1.0):
     """The Laplace scale b = sensitivity / epsilon.
+
+    Raises ValueError when b would overflow float32 noise (b > 1e30): such
+    an epsilon releases nothing but +-inf.
 
     Example:
     >>> laplace_scale(0.5)
@@ -83,7 +91,14 @@ def laplace_scale(epsilon, sensitivity=1.0):
     """
     epsilon = validation.check_positive("epsilon", epsilon)
     sensitivity = validation.check_positive("sensitivity", sensitivity)
-    return sensitivity / epsilon
+    scale = sensitivity / epsilon
+    if not scale <= MAX_SCALE:
+        raise ValueError(
+            f"`epsilon` = {epsilon:g} is too small for float32 noise: the "
+            f"Laplace scale {sensitivity:g} / epsilon must be at most "
+            f"{MAX_SCALE:g} (allowed range: epsilon >= "
+            f"{sensitivity / MAX_SCALE:g}).")
+    return scale
 
 
 def noise_scale(epsilon, dimension, mode=PER_COORDINATE_MODE):

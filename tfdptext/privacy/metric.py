@@ -18,6 +18,23 @@ from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import validation
 
 
+# Largest mean noise norm n / eta whose samples stay finite in float32.
+MAX_NOISE_NORM = 1e30
+
+
+def check_float32_eta(eta, dimension=1):
+    """Returns eta if d_chi noise on `dimension`-dim vectors stays finite in
+    float32 (mean norm n / eta <= 1e30), else raises ValueError."""
+    eta = validation.check_positive("eta", eta)
+    if dimension / eta > MAX_NOISE_NORM:
+        raise ValueError(
+            f"`eta` = {eta:g} is too small for float32 noise on "
+            f"{dimension}-dim vectors: the mean noise norm n / eta must be "
+            f"at most {MAX_NOISE_NORM:g} (allowed range: eta >= "
+            f"{dimension / MAX_NOISE_NORM:g}).")
+    return eta
+
+
 def expected_noise_norm(eta, dimension):
     """E||N|| = n / eta: the radius is Gamma(shape = n, scale = 1 / eta)."""
     eta = validation.check_positive("eta", eta)
@@ -42,6 +59,12 @@ def sequence_distance(embeddings, token_ids_a, token_ids_b):
             f"received shapes {a.shape} and {b.shape}."
         )
     table = np.asarray(embeddings, dtype=np.float64)
+    for name, ids in (("token_ids_a", a), ("token_ids_b", b)):
+        if ids.size and (not np.issubdtype(ids.dtype, np.integer)
+                         or ids.min() < 0 or ids.max() >= len(table)):
+            raise ValueError(
+                f"`{name}` must be integer ids in [0, {len(table)}) (the "
+                f"table's rows), received {ids.tolist()[:10]}...")
     return float(np.linalg.norm(table[a] - table[b], axis=-1).sum())
 
 

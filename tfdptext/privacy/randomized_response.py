@@ -19,9 +19,15 @@ def keep_probability(epsilon):
 
 
 def flip_probability(epsilon):
-    """1 / (1 + e^eps)."""
+    """1 / (1 + e^eps) = e^-eps / (1 + e^-eps), computed without overflow.
+
+    In float32 the flip test U < p on uniforms of 23 or 24 bits flips with
+    probability >= p (at least 2^-24 once p > 0), so a very large epsilon
+    is an upper bound of the real one, never an understatement.
+    """
     epsilon = validation.check_positive("epsilon", epsilon)
-    return 1.0 / (1.0 + math.exp(epsilon))
+    tail = math.exp(-epsilon)
+    return tail / (1.0 + tail)
 
 
 def rr_guarantee(epsilon, num_bits=None, decoded_to_words=False):

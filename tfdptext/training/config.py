@@ -3,6 +3,8 @@
 import dataclasses
 import json
 
+from tfdptext.privacy import laplace
+from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
 MODES = ("none", "robust", "token_rep", "text_to_text", "seq_rep", "adv")
@@ -87,6 +89,7 @@ class TrainConfig:
                 raise ValueError("`epsilon` is required with mechanism "
                                  "laplace.")
             self.epsilon = validation.check_positive("epsilon", self.epsilon)
+            laplace.laplace_scale(self.epsilon)  # finite float32 noise
             validation.check_choice("sensitivity", self.sensitivity,
                                     ("per_coordinate", "vector"))
         elif self.epsilon is not None:
@@ -95,7 +98,7 @@ class TrainConfig:
         if self.mechanism == "dchi":
             if self.eta is None:
                 raise ValueError("`eta` is required with mechanism dchi.")
-            self.eta = validation.check_positive("eta", self.eta)
+            self.eta = metric.check_float32_eta(self.eta)
         elif self.eta is not None:
             raise ValueError(f"`eta` is not used by mechanism "
                              f"{self.mechanism}.")
