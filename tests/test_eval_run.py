@@ -219,9 +219,12 @@ def test_empirical_privacy_hand_computed():
     assert demo["strongest"] == pytest.approx(1 - (0.8 + 0.6) / 2)
     assert demo["majority"] == pytest.approx(1 - (0.6 + 0.55) / 2)
     assert entity["lr"] == pytest.approx(1 - (0.2 + 0.3) / 2)
-    assert entity["strongest"] == pytest.approx(1 - (0.4 + 0.3) / 2)
-    # Majority "present" for entity_0 (share 0.6): F1 = 1.2 / 1.6.
+    # Majority "present" for entity_0 (share 0.6): F1 = 1.2 / 1.6 = 0.75,
+    # above both attackers (0.4, 0.2): the strongest attacker is that guess.
     assert entity["majority"] == pytest.approx(1 - (0.75 + 0.0) / 2)
+    assert entity["strongest"] == pytest.approx(1 - (0.75 + 0.3) / 2)
+    assert entity["below_majority"] == ["entity_0"]
+    assert demo["below_majority"] == []
 
 
 def test_release_batches_cut_to_longest_text_match_full_length(runs):

@@ -1,7 +1,9 @@
 """Evaluating a trained run: utility, attackers, fairness, token-level
 privacy and membership inference, side by side with the formal guarantee.
 
-`evaluate` is what `tfdptext-eval` runs. It writes into `output_dir`:
+`evaluate` is what `tfdptext-eval` runs. It writes into `output_dir`
+(atomically: into a hidden `.<name>.partial-<pid>` sibling, moved into
+place when complete; see `evaluate`):
     eval.json        every number, with its sample size
     predictions.npz  test labels and predictions (for gap-change tests)
     *.png            plots (attackers, fairness, deniability)
@@ -14,6 +16,8 @@ import os
 import numpy as np
 
 from tfdptext import data as data_lib
+from tfdptext import runfiles
+from tfdptext.errors import TfdptextError
 from tfdptext.evaluation import attacker as attacker_lib
 from tfdptext.evaluation import deniability
 from tfdptext.evaluation import fairness
@@ -26,6 +30,111 @@ from tfdptext.privacy import validation
 
 EVAL = "eval.json"
 PREDICTIONS = "predictions.npz"
+REPORT = "report.md"
+
+
+class EvaluationError(TfdptextError):
+    """The output directory cannot take this evaluation."""
+
+
+def _sha256(path):
+    import hashlib
+
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def evaluation_options(model_dir, dataset=None, private_attributes=None,
+                       attackers=("mlp",), repeats=1,
+                       max_attack_examples=5000, deniability_tokens=100,
+                       deniability_samples=1000, membership=False,
+                       baseline_eval=None, vocabulary=None, seed=0,
+                       plots=True):
+    """What identifies an evaluation (stored in eval.json as "options"):
+    the run (its directory and metrics.json's SHA-256), the data set and
+    every argument that changes the numbers."""
+    options = {
+        "model_dir": os.path.abspath(model_dir),
+        "run_metrics_sha256": _sha256(os.path.join(model_dir,
+                                                   "metrics.json")),
+        "dataset": None if dataset is None else {
+            "name": dataset.name,
+            "sizes": {k: len(v) for k, v in dataset.splits.items()}},
+        "private_attributes": (None if private_attributes is None
+                               else list(private_attributes)),
+        "attackers": list(attackers), "repeats": repeats,
+        "max_attack_examples": max_attack_examples,
+        "deniability_tokens": deniability_tokens,
+        "deniability_samples": deniability_samples,
+        "membership": bool(membership),
+        "baseline_eval": (None if not baseline_eval
+                          else os.path.abspath(baseline_eval)),
+        "vocabulary": (vocabulary if vocabulary is None
+                       or isinstance(vocabulary, str) else "<list>"),
+        "seed": seed, "plots": bool(plots),
+    }
+    return json.loads(json.dumps(options))
+
+
+def check_output_dir(output_dir, options, overwrite=False):
+    """Checks where an evaluation goes, before any work; writes nothing.
+
+    Returns the stored result when `output_dir` already holds a finished
+    evaluation (eval.json) with the same `options` and `overwrite` is
+    False (nothing to do), else None (absent or empty directory, or a
+    finished evaluation to replace with `overwrite`). Raises
+    EvaluationError when `output_dir` is a file, holds a finished
+    evaluation with other options (and not `overwrite`), or holds files
+    but no eval.json (not an evaluation, or one written by an old version
+    and interrupted).
+    """
+    runfiles.check_output_path(output_dir, error=EvaluationError)
+    if not os.path.isdir(output_dir) or not os.listdir(output_dir):
+        return None
+    path = os.path.join(output_dir, EVAL)
+    if not os.path.exists(path):
+        raise EvaluationError(
+            f"`output_dir` {output_dir} is not empty and holds no {EVAL} "
+            "(not a finished tfdptext evaluation); remove it or choose "
+            "another directory.")
+    if overwrite:
+        return None
+    stored = runfiles.read_json(path, EvaluationError)
+    if stored.get("options") == options:
+        return stored
+    previous = stored.get("options") or {}
+    changed = sorted(k for k in options if previous.get(k) != options[k])
+    if not previous:
+        changed = "unknown: written by an older version"
+    raise EvaluationError(
+        f"`output_dir` {output_dir} already holds a finished evaluation "
+        f"with other settings (differ: {changed}); choose another "
+        "directory or remove it.")
+
+
+def _publish(partial, output_dir):
+    """Moves the finished evaluation in `partial` to `output_dir`: one
+    rename when `output_dir` is absent or empty; else (replacing an
+    evaluation) eval.json is removed first and moved in last, so that
+    `output_dir` never looks finished while it is not."""
+    if not os.path.isdir(output_dir) or not os.listdir(output_dir):
+        if os.path.isdir(output_dir):
+            os.rmdir(output_dir)
+        os.rename(partial, output_dir)
+        return
+    old = os.path.join(output_dir, EVAL)
+    if os.path.exists(old):
+        os.remove(old)
+    for name in os.listdir(output_dir):  # the old evaluation's outputs
+        if name in (PREDICTIONS, REPORT) or name.endswith(".png"):
+            os.remove(os.path.join(output_dir, name))
+    names = sorted(os.listdir(partial), key=lambda n: n == EVAL)
+    for name in names:
+        os.replace(os.path.join(partial, name), os.path.join(output_dir,
+                                                             name))
+    os.rmdir(partial)
 
 
 def is_entity(attribute):
@@ -92,7 +201,15 @@ def attack(features, private, attributes, kinds, repeats, seed=0,
 def empirical_privacy(per_attribute, kinds):
     """DPNR's 1 - X (mean attacker accuracy over demographic attributes)
     and 1 - F (mean F1 of entity presence), per attacker kind and for the
-    strongest attacker per attribute; the majority-class value beside."""
+    strongest attacker per attribute; the majority-class value beside.
+
+    An attacker can always guess the train majority class, so "strongest"
+    takes, per attribute, the best of the trained attackers AND that
+    constant guess: an attacker that scores below it cannot make the
+    release look more private than a constant guess allows. The attributes
+    where every trained attacker scored below the majority guess are listed
+    in "below_majority".
+    """
     result = {}
     groups = {"demographic": [a for a in per_attribute if not is_entity(a)],
               "entity": [a for a in per_attribute if is_entity(a)]}
@@ -104,17 +221,19 @@ def empirical_privacy(per_attribute, kinds):
         for kind in kinds:
             row[kind] = 1.0 - float(np.mean(
                 [per_attribute[a][kind][key]["mean"] for a in attributes]))
-        row["strongest"] = 1.0 - float(np.mean(
-            [max(per_attribute[a][k][key]["mean"] for k in kinds)
-             for a in attributes]))
         if group == "demographic":
-            row["majority"] = 1.0 - float(np.mean(
-                [per_attribute[a][kinds[0]]["majority_accuracy"]
-                 for a in attributes]))
+            majority = {a: per_attribute[a][kinds[0]]["majority_accuracy"]
+                        for a in attributes}
         else:
-            row["majority"] = 1.0 - float(np.mean(
-                [_majority_f1(per_attribute[a][kinds[0]])
-                 for a in attributes]))
+            majority = {a: _majority_f1(per_attribute[a][kinds[0]])
+                        for a in attributes}
+        best = {a: max(per_attribute[a][k][key]["mean"] for k in kinds)
+                for a in attributes}
+        row["strongest"] = 1.0 - float(np.mean(
+            [max(best[a], majority[a]) for a in attributes]))
+        row["majority"] = 1.0 - float(np.mean(list(majority.values())))
+        row["below_majority"] = [a for a in attributes
+                                 if best[a] < majority[a]]
         result[group] = {"measure": f"1 - mean {key.replace('_', ' ')}",
                          "attributes": attributes, **row}
     return result
@@ -196,73 +315,110 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
              attackers=("mlp",), repeats=1, max_attack_examples=5000,
              deniability_tokens=100, deniability_samples=1000,
              membership=False, baseline_eval=None, vocabulary=None,
-             seed=0, progress=True, plots=True):
-    """Evaluates the run in `model_dir`; returns and writes eval.json."""
+             seed=0, progress=True, plots=True, overwrite=True):
+    """Evaluates the run in `model_dir`; returns and writes eval.json.
+
+    The output is written into a hidden sibling `.<name>.partial-<pid>`
+    and moved to `output_dir` when complete, so a killed evaluation never
+    leaves an `output_dir` that looks finished; the next evaluation into
+    the same parent removes partial directories whose process is gone.
+    With `overwrite=False` (tfdptext-eval), an `output_dir` that already
+    holds this same evaluation (same run, data and options) is left as it
+    is and its stored result returned, with "already_done": True added; one
+    holding another evaluation is refused. `overwrite=True` replaces a
+    finished evaluation. A non-empty `output_dir` without eval.json is
+    always refused.
+    """
     validation.check_int("repeats", repeats, 1)
     validation.check_int("max_attack_examples", max_attack_examples, 10)
     validation.check_int("deniability_tokens", deniability_tokens, 1)
     validation.check_int("deniability_samples", deniability_samples, 1)
     for kind in attackers:
         validation.check_choice("attackers", kind, attacker_lib.KINDS)
+    options = evaluation_options(
+        model_dir, dataset, private_attributes, attackers, repeats,
+        max_attack_examples, deniability_tokens, deniability_samples,
+        membership, baseline_eval, vocabulary, seed, plots)
+    done = check_output_dir(output_dir, options, overwrite)
+    if done is not None:
+        done["already_done"] = True
+        return done
     run = TrainedRun(model_dir, vocabulary)
-    if dataset is None:
-        dataset = data_lib.load_dataset(run.config["dataset"],
-                                        data_dir=run.config["data_dir"])
-    attributes = (sorted(dataset.private_attributes)
-                  if private_attributes is None else list(private_attributes))
-    dataset.require_private(attributes)
-    splits = {"test": dataset.splits["test"]}
-    if attributes or membership:
-        for name in ("train", "dev"):
-            examples = dataset.splits[name]
-            splits[name] = examples.subset(
-                np.arange(min(len(examples), max_attack_examples)))
-    released, features, feats = {}, {}, {}
-    for name, examples in splits.items():
-        if progress:
-            print(f"Releasing the {name} split ({len(examples)} texts, "
-                  "fresh noise per text)")
-        released[name], features[name] = run.releases(examples.texts,
-                                                      progress=progress)
-        feats[name] = run.attack_features(released[name])
-    test = splits["test"]
-    probabilities = run.predict(released["test"])
-    predicted = probabilities.argmax(axis=1)
-    result = {
-        "model_dir": os.path.abspath(model_dir),
-        "mode": run.config["mode"], "mechanism": run.config["mechanism"],
-        "parameters": run.metrics.get("parameters"),
-        "split_point": run.split_point,
-        "guarantee": run.guarantee,
-        "guarantee_text": str(Guarantee.from_dict(run.guarantee)),
-        "dataset": dataset.name,
-        "sizes": {name: len(ex) for name, ex in splits.items()},
-        "utility": utility(test.labels, probabilities,
-                           dataset.splits["train"].labels),
-    }
-    if attributes:
-        private = {name: ex.private for name, ex in splits.items()}
-        result["attack"] = attack(feats, private, attributes,
-                                  list(attackers), repeats, seed)
-        result["fairness"] = fairness_report(test.labels, predicted,
-                                             test.private, attributes)
-        if baseline_eval:
-            result["gap_change"] = gap_changes(
-                test.labels, predicted, test.private, attributes,
-                baseline_eval)
-    if run.split_point != split_lib.SEQUENCE and \
-            run.config["mechanism"] == "dchi":
-        result["token_level"] = token_level(
-            run, released["test"], features["test"], deniability_tokens,
-            deniability_samples, seed)
-    if membership:
-        from tfdptext.evaluation import membership as membership_lib
+    # Partial output of evaluations killed earlier (process gone), then
+    # this one's: everything is written there and moved when complete.
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    os.makedirs(parent, exist_ok=True)
+    runfiles.remove_stale_partials(parent)
+    partial = runfiles.partial_dir(output_dir)
+    try:
+        os.makedirs(partial)
+        if dataset is None:
+            dataset = data_lib.load_dataset(
+                run.config["dataset"], data_dir=run.config.get("data_dir"))
+        attributes = (sorted(dataset.private_attributes)
+                      if private_attributes is None
+                      else list(private_attributes))
+        dataset.require_private(attributes)
+        splits = {"test": dataset.splits["test"]}
+        if attributes or membership:
+            for name in ("train", "dev"):
+                examples = dataset.splits[name]
+                splits[name] = examples.subset(
+                    np.arange(min(len(examples), max_attack_examples)))
+        released, features, feats = {}, {}, {}
+        for name, examples in splits.items():
+            if progress:
+                print(f"Releasing the {name} split ({len(examples)} texts, "
+                      "fresh noise per text)")
+            released[name], features[name] = run.releases(examples.texts,
+                                                          progress=progress)
+            feats[name] = run.attack_features(released[name])
+        test = splits["test"]
+        probabilities = run.predict(released["test"])
+        predicted = probabilities.argmax(axis=1)
+        result = {
+            "model_dir": os.path.abspath(model_dir),
+            "mode": run.config["mode"],
+            "mechanism": run.config["mechanism"],
+            "parameters": run.metrics.get("parameters"),
+            "split_point": run.split_point,
+            "guarantee": run.guarantee,
+            "guarantee_text": str(Guarantee.from_dict(run.guarantee)),
+            "dataset": dataset.name,
+            "sizes": {name: len(ex) for name, ex in splits.items()},
+            "utility": utility(test.labels, probabilities,
+                               dataset.splits["train"].labels),
+        }
+        if attributes:
+            private = {name: ex.private for name, ex in splits.items()}
+            result["attack"] = attack(feats, private, attributes,
+                                      list(attackers), repeats, seed)
+            result["fairness"] = fairness_report(test.labels, predicted,
+                                                 test.private, attributes)
+            if baseline_eval:
+                result["gap_change"] = gap_changes(
+                    test.labels, predicted, test.private, attributes,
+                    baseline_eval)
+        if run.split_point != split_lib.SEQUENCE and \
+                run.config["mechanism"] == "dchi":
+            result["token_level"] = token_level(
+                run, released["test"], features["test"],
+                deniability_tokens, deniability_samples, seed)
+        if membership:
+            from tfdptext.evaluation import membership as membership_lib
 
-        member = run.predict(released["train"])
-        result["membership"] = membership_lib.membership_inference(
-            _log_probabilities(member), splits["train"].labels,
-            _log_probabilities(probabilities), test.labels)
-    write(result, output_dir, test.labels, predicted, plots)
+            member = run.predict(released["train"])
+            result["membership"] = membership_lib.membership_inference(
+                _log_probabilities(member), splits["train"].labels,
+                _log_probabilities(probabilities), test.labels)
+        result["options"] = options
+        write(result, partial, test.labels, predicted, plots)
+        _publish(partial, output_dir)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     return result
 
 

@@ -150,11 +150,19 @@ def write_report(result, output_dir):
         for group, row in attack["empirical_privacy"].items():
             per = ", ".join(f"{k} {_f(v)}" for k, v in row.items()
                             if k not in ("measure", "attributes", "strongest",
-                                         "majority"))
+                                         "majority", "below_majority"))
             lines.append(f"| {group} | {row['measure']} | {per} | "
                          f"{_f(row['strongest'])} | {_f(row['majority'])} |")
         lines += ["", "Higher empirical privacy is better; the majority "
-                  "column is what an attacker that learned nothing scores."]
+                  "column is what an attacker that learned nothing scores. "
+                  "The strongest column counts the majority-class guess as "
+                  "an attacker too (it can always be made)."]
+        below = sorted({a for row in attack["empirical_privacy"].values()
+                        for a in row.get("below_majority", [])})
+        if below:
+            lines += ["", "Every trained attacker scored below the "
+                      f"majority-class guess on: {', '.join(below)}; the "
+                      "guess is used for them."]
     if result.get("fairness"):
         lines += ["", "## Fairness: main-task accuracy per subgroup", "",
                   "| attribute | subgroup accuracies (n) | gap |",
