@@ -56,3 +56,54 @@ def test_sequence_distance_refuses_ids_outside_the_table():
         privacy.sequence_distance(table, [0, -1], [1, 2])
     with pytest.raises(ValueError, match="token_ids_b"):
         privacy.sequence_distance(table, [0, 1], [1, 3])
+
+
+# --- Loaders: errors name the file and the line. ---------------------------
+
+def _write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content.encode("utf-8") if isinstance(content, str)
+                     else content)
+    return str(path)
+
+
+def _load(train, test=None, **kwargs):
+    from tfdptext.data import local_files
+
+    return local_files.load_files(train, test or train, **kwargs)
+
+
+ROWS = "".join(f"text number {i},{i % 2}\n" for i in range(20))
+
+
+def test_a_utf8_bom_is_not_part_of_the_header(tmp_path):
+    path = _write(tmp_path, "bom.csv", "\ufefftext,label\n" + ROWS)
+    assert len(_load(path).splits["train"]) == 18
+
+
+@pytest.mark.parametrize("content,message", [
+    ("", r"bad\.csv: the file is empty"),
+    ("text,label\n", r"bad\.csv: no examples"),
+    ('text,label\nok,1\n"opened,0\nrow three,1\nclosed",0\n' + ROWS,
+     r"bad\.csv:3: a quoted field opened on line 3 closes on line 5"),
+    ('text,label\n' + ROWS + '"never closed,1\n',
+     r"bad\.csv:22: 1 columns.*never closed"),
+    ("text,label\na,0\nb,1\nc,0\nd,1\n", r"too few to split off a dev"),
+    ("text,label\n" + "".join(f"t{i},{7 * (i % 2)}\n" for i in range(20)),
+     r"labels are \[0, 7\].*missing \[1, 2, 3, 4, 5, 6\]"),
+])
+def test_bad_csv_files_get_a_clear_error(tmp_path, content, message):
+    from tfdptext.data import DataError
+
+    path = _write(tmp_path, "bad.csv", content)
+    with pytest.raises(DataError, match=message):
+        _load(path)
+
+
+def test_a_long_field_is_read(tmp_path):
+    long_text = "word " * 60000  # 300 KB
+    path = _write(tmp_path, "long.csv",
+                  f"text,label\n{long_text},1\n" + ROWS)
+    data = _load(path, dev_fraction=0.1)
+    assert max(len(t) for t in data.splits["train"].texts
+               + data.splits["dev"].texts) == len(long_text)

@@ -45,31 +45,49 @@ def test_duplicate_threshold_poisson_tail():
 
 
 def test_good_words_pass_and_collisions_match_the_model():
-    """Simulated: 200 rows of 98,304 os.urandom words all pass; the mean
-    number of equal sorted neighbours is lambda = W(W-1)/2^33 = 1.125."""
+    """Simulated: 100 rows of 98,304 os.urandom words all pass; the bucket
+    collisions have the mean and spread of the model (lambda = W(W-1) /
+    2^18 = 36,863.6, sd 192)."""
     w = 98304
-    words = secure.os_random_words((200, w))
+    words = secure.os_random_words((100, w))
     assert bool(tf.reduce_all(secure.words_look_random(tf.constant(words))))
-    ordered = np.sort(words, axis=1)
+    pairs = secure._bucket_collisions(tf.constant(words)).numpy().ravel()
+    lam = w * (w - 1) / 2.0**18
+    # Mean of 100 rows: sd 19.2; 6 sd. Spread: sd within 30%.
+    assert abs(pairs.mean() - lam) < 6 * 19.2
+    assert 0.7 * lam**0.5 < pairs.std() < 1.3 * lam**0.5
+    # Sorted-neighbour counts of 32-bit words: Poisson(1.125).
+    ordered = np.sort(words[:, :4096], axis=1)
     repeats = (ordered[:, 1:] == ordered[:, :-1]).sum(axis=1)
-    # Poisson(1.125) mean over 200 rows: sd 0.075; 6 sd.
-    assert abs(repeats.mean() - w * (w - 1) / 2.0**33) < 0.45
+    assert repeats.max() <= randomness.duplicate_threshold(4096)
 
 
+@pytest.mark.parametrize("width", [768, 98304])  # sorted / bucketed
 @pytest.mark.parametrize("name", ["zeros", "constant", "half", "pairs",
-                                  "low_bytes", "one_block_of_8"])
-def test_bad_words_are_refused(name):
-    rng = np.random.default_rng(1)
-    good = rng.integers(-2**31, 2**31, size=(1, 768)).astype(np.int32)
+                                  "low_bytes", "one_block_of_8",
+                                  "one_token_repeated", "block_of_2048"])
+def test_bad_words_are_refused(name, width):
+    if name == "one_token_repeated" and width <= 768:
+        pytest.skip("a 768-word buffer is one token's worth")
+    good = secure.os_random_words((1, width))
+    half = width // 2
     bad = {
         "zeros": np.zeros_like(good),
         "constant": np.full_like(good, 77),
-        "half": np.concatenate([good[:, :384], good[:, :384]], axis=1),
-        "pairs": np.repeat(good[:, :384], 2, axis=1),
+        "half": np.concatenate([good[:, :half], good[:, :half]], axis=1),
+        "pairs": np.repeat(good[:, :half], 2, axis=1),
         "low_bytes": good & 0xFF,
-        # A 32-byte chunk copied 24 times over.
-        "one_block_of_8": np.tile(good[:, :8], (1, 96)),
+        # A 32-byte chunk copied over and over.
+        "one_block_of_8": np.tile(good[:, :8], (1, width // 8)),
+        # One token's 768 words used for every token.
+        "one_token_repeated": np.tile(good[:, :768], (1, width // 768)),
+        # A single block of 2,048 words appearing twice, far apart.
+        "block_of_2048": np.concatenate(
+            [good[:, :2048], good[:, 2048:-2048], good[:, :2048]], axis=1)
+        if width > 4096 else np.concatenate(
+            [good[:, :200], good[:, 200:-200], good[:, :200]], axis=1),
     }[name]
+    assert bad.shape == good.shape
     ok = secure.words_look_random(tf.constant(np.concatenate([good, bad])))
     assert ok.numpy().ravel().tolist() == [True, False]
 

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -16,6 +17,10 @@ from tfdptext.data.examples import Examples
 from tfdptext.data.examples import TextDataset
 from tfdptext.data.examples import split_indices
 
+# Texts up to 16 MiB per field (the csv module's default is 128 KiB).
+MAX_FIELD_BYTES = 16 * 2**20
+csv.field_size_limit(min(sys.maxsize, MAX_FIELD_BYTES))
+
 
 def read_text(path):
     """The file decoded as UTF-8, or DataError naming the bad line."""
@@ -23,12 +28,16 @@ def read_text(path):
         raise DataError(f"{path}: no such file.")
     with open(path, "rb") as f:
         raw = f.read()
+    if not raw.strip():
+        raise DataError(f"{path}: the file is empty.")
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
         raise DataError(
             f"{path}:{line}: bytes that are not UTF-8 ({err.reason}).") from err
+    # A UTF-8 byte order mark (Excel writes one) is not part of the header.
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def _parse_label(value, path, line, num_classes, offset=0, what="label"):
@@ -65,9 +74,41 @@ def _column_index(header, column, path):
     return header.index(column)
 
 
+def _records(path, text, delimiter, multiline):
+    """(first line, row) for each CSV/TSV record, with csv errors turned
+    into DataError naming the file and the line where the record starts.
+
+    A quoted field may hold newlines in CSV, but in a file of one text per
+    line a quote that closes lines later silently merges rows: unless
+    `multiline`, a record spanning several lines is refused."""
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
+                      quoting=csv.QUOTE_NONE if delimiter == "\t"
+                      else csv.QUOTE_MINIMAL)
+    end = 0
+    while True:
+        start = end + 1
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise DataError(
+                f"{path}:{start}: cannot parse the record that starts here "
+                f"({err}); check its quotes.") from None
+        end = rows.line_num
+        if not multiline and end > start and row:
+            raise DataError(
+                f"{path}:{start}: a quoted field opened on line {start} "
+                f"closes on line {end}, merging {end - start + 1} lines into "
+                "one record; check the quotes (or, if texts really hold "
+                "newlines, read with multiline=True).")
+        yield start, row
+
+
 def read_delimited(path, text_column, label_column, private_columns=(),
                    delimiter=",", has_header=True, num_classes=None,
-                   label_offset=0, private_num_classes=None):
+                   label_offset=0, private_num_classes=None,
+                   multiline=False):
     """Reads a CSV/TSV file into Examples.
 
     Args:
@@ -76,12 +117,15 @@ def read_delimited(path, text_column, label_column, private_columns=(),
         num_classes: labels must be in [0, num_classes) after subtracting
             `label_offset`.
         private_num_classes: optional {column: classes} range checks.
+        multiline: accept quoted fields that span lines (refused by
+            default: an unbalanced quote would merge rows).
     """
-    rows = csv.reader(io.StringIO(read_text(path), newline=""),
-                      delimiter=delimiter,
-                      quoting=csv.QUOTE_NONE if delimiter == "\t"
-                      else csv.QUOTE_MINIMAL)
-    header = next(rows, None) if has_header else None
+    rows = _records(path, read_text(path), delimiter, multiline)
+    header = None
+    if has_header:
+        _, header = next(rows, (None, None))
+        if not header:
+            raise DataError(f"{path}: no header line.")
     text_i = _column_index(header, text_column, path)
     label_i = _column_index(header, label_column, path)
     private_i = {str(c): _column_index(header, c, path)
@@ -89,15 +133,18 @@ def read_delimited(path, text_column, label_column, private_columns=(),
     private_num_classes = private_num_classes or {}
     texts, labels = [], []
     private = {name: [] for name in private_i}
-    for row in rows:
-        line = rows.line_num
+    for line, row in rows:
         if not row:
             continue
         needed = max([text_i, label_i, *private_i.values()])
         if len(row) <= needed:
+            hint = ""
+            if any(delimiter in field or "\n" in field for field in row):
+                hint = (" (a field holds the delimiter: a quote opened on "
+                        "this line is never closed?)")
             raise DataError(
                 f"{path}:{line}: {len(row)} columns, expected at least "
-                f"{needed + 1}.")
+                f"{needed + 1}{hint}.")
         texts.append(_check_text(row[text_i], path, line))
         labels.append(_parse_label(row[label_i], path, line, num_classes,
                                    label_offset))
@@ -167,14 +214,32 @@ def load_files(train_file, test_file, dev_file=None, file_format=None,
         train = splits["train"]
         dev_i, train_i = split_indices(len(train),
                                        [dev_fraction, 1 - dev_fraction], seed)
+        if len(dev_i) == 0 or len(train_i) == 0:
+            raise DataError(
+                f"{train_file}: {len(train)} examples are too few to split "
+                f"off a dev set (dev_fraction {dev_fraction:g}); give a dev "
+                "file or more examples.")
         splits["train"], splits["dev"] = train.subset(train_i), train.subset(dev_i)
     if num_classes is None:
-        num_classes = int(max(e.labels.max() for e in splits.values())) + 1
+        num_classes = _inferred_classes(splits, train_file)
     private = {str(c): int(max(e.private[str(c)].max()
                                for e in splits.values())) + 1
                for c in private_columns}
     return TextDataset(name, splits, num_classes, private,
                        f"local {fmt} files")
+
+
+def _inferred_classes(splits, train_file):
+    """K when the labels seen are exactly 0..K-1, else DataError: labels
+    {0, 7} would otherwise become 8 classes, 6 of them never seen."""
+    seen = sorted({int(v) for e in splits.values() for v in e.labels})
+    if seen != list(range(len(seen))) or len(seen) < 2:
+        missing = sorted(set(range(seen[-1] + 1)) - set(seen))
+        raise DataError(
+            f"{train_file}: the labels are {seen[:20]}, not 0..K-1 with "
+            f"K >= 2 (missing {missing[:20]}); renumber them, or pass "
+            "num_classes if the missing classes are meant.")
+    return len(seen)
 
 
 AG_SEPARATOR = "=" * 20

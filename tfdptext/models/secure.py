@@ -15,8 +15,16 @@ unusable (all NaN; privatized token ids all -1), never a clean release:
 
 - mean of the uniforms within the Hoeffding tolerance of 1/2 (catches an
   unfilled, zero or constant buffer, or one filled only in its low bytes);
-- few equal words after sorting (catches a constant buffer and any block
-  used twice, such as a Laplace pair from one number).
+- few colliding words (catches a constant buffer and blocks used twice,
+  such as a Laplace pair from one number, or a buffer filled with a short
+  random array over and over). Up to `SORT_LIMIT` words, the words are
+  sorted and equal neighbours counted: any repeat beyond chance is caught.
+  Sorting ~10^5 words costs ~20 ms in TFLite, so longer buffers (token-level
+  d_chi: 768 words per token) hash the words into 2^17 buckets by their low
+  bits and count colliding pairs in one pass (~2.5 ms for 98,304 words): a
+  repeated block of a few thousand words, at any offset, is caught.
+Both thresholds are Poisson tails with false alarm below 2^-40 for good
+words (`tfdptext.privacy.randomness.duplicate_threshold`).
 
 Each word gives one uniform U = (w mod 2^24) / 2^24 in [0, 1 - 2^-24].
 """
@@ -41,6 +49,10 @@ RELEASE_NAMES = {
 }
 INVALID_TOKEN_ID = -1
 _UNIFORM_SCALE = 2.0**-24
+# Longest buffer whose duplicates are counted by sorting; longer buffers
+# count colliding pairs over BUCKETS hash buckets.
+SORT_LIMIT = 4096
+BUCKETS = 2**17
 
 
 class RandomnessError(RuntimeError):
@@ -70,11 +82,33 @@ def words_look_random(words):
     balanced = tf.abs(mean - 0.5) <= randomness.mean_tolerance(num_words)
     if num_words < 2:
         return balanced
-    ordered = tf.math.top_k(words, k=num_words, sorted=True).values
+    if num_words <= SORT_LIMIT:
+        pairs = _equal_sorted_neighbours(words)
+        limit = randomness.duplicate_threshold(num_words)
+    else:
+        pairs = _bucket_collisions(words)
+        limit = randomness.duplicate_threshold(num_words, buckets=BUCKETS)
+    return tf.logical_and(balanced, pairs <= float(limit))
+
+
+def _equal_sorted_neighbours(words):
+    """(batch, 1): equal adjacent words after sorting each row."""
+    ordered = tf.math.top_k(words, k=int(words.shape[-1]), sorted=True).values
     equal = tf.cast(tf.equal(ordered[:, 1:], ordered[:, :-1]), tf.float32)
-    repeats = tf.reduce_sum(equal, axis=-1, keepdims=True)
-    distinct = repeats <= float(randomness.duplicate_threshold(num_words))
-    return tf.logical_and(balanced, distinct)
+    return tf.reduce_sum(equal, axis=-1, keepdims=True)
+
+
+def _bucket_collisions(words):
+    """(batch, 1): pairs of words of a row in the same of BUCKETS buckets
+    (their low 17 bits), sum over buckets of c (c - 1) / 2."""
+    rows = tf.shape(words)[0]
+    offsets = tf.range(rows)[:, None] * BUCKETS
+    ids = tf.reshape(tf.math.floormod(words, BUCKETS) + offsets, [-1])
+    counts = tf.math.unsorted_segment_sum(
+        tf.ones_like(ids, tf.float32), ids, rows * BUCKETS)
+    counts = tf.reshape(counts, [-1, BUCKETS])
+    return tf.reduce_sum(counts * (counts - 1.0), axis=-1,
+                         keepdims=True) / 2.0
 
 
 def find_layers(user):

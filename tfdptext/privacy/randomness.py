@@ -112,37 +112,52 @@ def mean_tolerance(num_words, false_alarm=FALSE_ALARM):
     return math.sqrt(math.log(2.0 / false_alarm) / (2.0 * num_words))
 
 
-def duplicate_threshold(num_words, false_alarm=FALSE_ALARM, bits=32):
-    """Most equal neighbours accepted among `num_words` sorted random words.
+def duplicate_threshold(num_words, false_alarm=FALSE_ALARM, buckets=2**32):
+    """Most colliding pairs accepted among `num_words` random words.
 
-    Among W independent uniform `bits`-bit words, the number of equal
-    adjacent values after sorting (colliding pairs, for rare collisions) is
-    close to Poisson with mean lambda = W (W - 1) / 2^(bits + 1); the
-    threshold is the smallest k with P(X > k) <= false_alarm. A buffer that
-    is constant, unfilled, or holds any block twice has far more.
+    Words from a good generator fall into `buckets` equally likely values
+    (2^32 for the words themselves; fewer when they are hashed into
+    buckets, e.g. their low bits). The number of colliding pairs has mean
+    lambda = W (W - 1) / (2 buckets) and variance at most lambda, and is
+    close to Poisson(lambda); the threshold is the smallest k with
+    P(X > k) <= false_alarm under that Poisson law. A buffer that is
+    constant, unfilled, or holds a long block twice has far more.
 
     Example:
-    >>> duplicate_threshold(768), duplicate_threshold(98304)
-    (2, 15)
+    >>> duplicate_threshold(768), duplicate_threshold(98304, buckets=2**17)
+    (2, 38225)
     """
     num_words = validation.check_int("num_words", num_words, minimum=1)
+    buckets = validation.check_int("buckets", buckets, minimum=2)
     _check_false_alarm(false_alarm)
-    lam = num_words * (num_words - 1) / 2.0 ** (bits + 1)
+    lam = num_words * (num_words - 1) / (2.0 * buckets)
+    return poisson_threshold(lam, false_alarm)
+
+
+def poisson_threshold(lam, false_alarm=FALSE_ALARM):
+    """The smallest k with P(Poisson(lam) > k) <= false_alarm."""
+    if lam < 0 or not math.isfinite(lam):
+        raise ValueError(f"`lam` must be finite and >= 0, received {lam!r}.")
+    _check_false_alarm(false_alarm)
     if lam == 0.0:
         return 0
-    # P(X > k) = 1 - sum_{j <= k} e^-lam lam^j / j!, summed in log space.
-    # P(X > k) summed directly from its terms (1 - cdf would lose the
-    # precision near 1); the terms past k + 400 are negligible here.
-    k = 0
-    while sum(math.exp(-lam + _log_term(lam, j))
-              for j in range(k + 1, k + 400)) > false_alarm:
+    k = int(lam)  # P(X > k) near 1/2 here: the threshold is above.
+    while _poisson_tail(lam, k) > false_alarm:
         k += 1
     return k
 
 
-def _log_term(lam, j):
-    """log(lam^j / j!)."""
-    return j * math.log(lam) - math.lgamma(j + 1)
+def _poisson_tail(lam, k):
+    """P(X > k) for X ~ Poisson(lam), k >= lam, summed from its terms (1 -
+    cdf would lose the precision)."""
+    j = k + 1
+    term = math.exp(-lam + j * math.log(lam) - math.lgamma(j + 1))
+    total = term
+    while term > total * 1e-17:
+        j += 1
+        term *= lam / j
+        total += term
+    return total
 
 
 def _check_false_alarm(false_alarm):
