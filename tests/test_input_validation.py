@@ -107,3 +107,20 @@ def test_a_long_field_is_read(tmp_path):
     data = _load(path, dev_fraction=0.1)
     assert max(len(t) for t in data.splits["train"].texts
                + data.splits["dev"].texts) == len(long_text)
+
+
+def test_layers_refuse_strings_and_ids_outside_the_table():
+    table = np.random.default_rng(0).normal(size=(10, 4)).astype("float32")
+    privatizer = layers.DChiTextPrivatizer(5.0, table, special_token_ids=[0])
+    with pytest.raises(ValueError, match=r"token ids in \[0, 10\)"):
+        privatizer(np.array([[1, 2, 99]]))
+    with pytest.raises(ValueError, match="must be integer token ids"):
+        privatizer(np.array([[1.5, 2.0]], "float32"))
+    with pytest.raises(ValueError, match="must be numbers"):
+        layers.LaplaceNoise(1.0)(np.array([["a", "b"]]))
+    # In a graph (a phone model) the ids outside the table come out -1.
+    import tensorflow as tf
+
+    graph = tf.function(privatizer)
+    out = graph(tf.constant([[1, 2, 99, -3]])).numpy()
+    assert out[0, 2] == -1 and out[0, 3] == -1 and (out[0, :2] >= 0).all()

@@ -119,10 +119,23 @@ class PrivatizationLayer(keras.layers.Layer):
                 f"shape {tuple(input_shape)}."
             )
 
+    def _check_numeric(self, inputs, integer=False):
+        """Refuses strings (and, with `integer`, non-integer ids) with a
+        message naming the layer, instead of a TensorFlow cast error."""
+        dtype = tf.as_dtype(getattr(inputs, "dtype", None) or
+                            tf.convert_to_tensor(inputs).dtype)
+        if dtype == tf.string or (integer and not dtype.is_integer) or \
+                not (dtype.is_integer or dtype.is_floating or dtype.is_bool):
+            kind = "integer token ids" if integer else "numbers"
+            raise ValueError(
+                f"`inputs` of {self.name} must be {kind}, received dtype "
+                f"{dtype.name}.")
+
     def _check_built_width(self, inputs, width):
         """Refuses an input whose last axis differs from the one the layer
         was built for: its noise scale and guarantee were set for that
         width (a wider vector would get too little noise)."""
+        self._check_numeric(inputs)
         received = inputs.shape[-1]
         if width is not None and received is not None and \
                 int(received) != width:

@@ -132,9 +132,20 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
         return tf.argmin(scores, axis=-1, output_type=tf.int32)
 
     def apply(self, inputs, uniforms=None):
+        self._check_numeric(inputs, integer=True)
         token_ids = tf.cast(inputs, tf.int32)
+        # Ids outside the table give -1 (an unusable release, refused by the
+        # server) in a graph; called eagerly, the layer raises.
+        valid = tf.logical_and(token_ids >= 0,
+                               token_ids < self.vocabulary_size)
+        if tf.executing_eagerly() and not bool(tf.reduce_all(valid)):
+            bad = tf.boolean_mask(token_ids, tf.logical_not(valid))
+            raise ValueError(
+                f"`inputs` of {self.name} must be token ids in [0, "
+                f"{self.vocabulary_size}), received {bad.numpy()[:10]}.")
+        token_ids = tf.where(valid, token_ids, 0)
         if not self._noisy(uniforms):
-            return token_ids
+            return tf.where(valid, token_ids, -1)
         flat = tf.reshape(token_ids, [-1])
         clean = tf.gather(self.embeddings, flat)
         if uniforms is not None:
@@ -144,7 +155,7 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
         private = self.nearest_tokens(noisy)
         keep = tf.gather(tf.constant(self._is_passthrough), flat)
         private = tf.where(keep, flat, private)
-        return tf.reshape(private, tf.shape(token_ids))
+        return tf.where(valid, tf.reshape(private, tf.shape(token_ids)), -1)
 
     def uniforms_shape(self, input_shape):
         return tuple(input_shape[1:]) + (
