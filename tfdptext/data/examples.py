@@ -4,10 +4,12 @@ import dataclasses
 
 import numpy as np
 
+from tfdptext.errors import TfdptextError
+
 SPLITS = ("train", "dev", "test")
 
 
-class DataError(ValueError):
+class DataError(TfdptextError):
     """A data file or dataset cannot be used; the message names where."""
 
 

@@ -9,7 +9,6 @@ device. `attack_features` turns a
 release into one vector per text for attackers; `predict` runs the server.
 """
 
-import json
 import os
 
 import numpy as np

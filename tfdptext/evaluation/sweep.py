@@ -5,6 +5,11 @@ directory `<output_dir>/<cell name>/` holding the training run, with its
 evaluation in `eval/`. Re-running the sweep skips cells whose eval.json
 exists, evaluates cells that trained but were not evaluated, and lets an
 interrupted training resume from its checkpoint (tfdptext-train does).
+A killed sweep (SIGKILL included) re-run with the same command resumes the
+same way: an evaluation is complete exactly when its eval.json exists
+(tfdptext-eval moves it into place last), a training run when its
+metrics.json does. Only one sweep runs in a directory at a time
+(`.sweep.lock`).
 
 Example:
 >>> cells = parse_grid(["epsilon=0.05,0.5,5"])
@@ -17,7 +22,43 @@ import os
 
 import numpy as np
 
+from tfdptext import runfiles
+from tfdptext.errors import TfdptextError
+
 STATE = "sweep.json"
+LOCK = ".sweep.lock"
+
+
+class SweepError(TfdptextError):
+    """The sweep directory cannot be used (the message says why)."""
+
+
+class _Lock:
+    """An exclusive flock on `<output_dir>/.sweep.lock` while a sweep runs
+    (released by the kernel when the process dies, SIGKILL included), so
+    that two sweeps never train into the same cells."""
+
+    def __init__(self, output_dir):
+        self.path = os.path.join(output_dir, LOCK)
+        self.fd = None
+
+    def __enter__(self):
+        import fcntl
+
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            self.fd = None
+            raise SweepError(
+                f"Another sweep is running in {os.path.dirname(self.path)} "
+                "(it holds .sweep.lock); wait for it or stop it.") from None
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+        self.fd = None
 
 
 def _value(text):
@@ -79,7 +120,12 @@ class Sweep:
         return os.path.join(self.run_dir(cell), "eval", "eval.json")
 
     def run(self, log=print):
+        runfiles.check_output_path(self.output_dir, error=SweepError)
         os.makedirs(self.output_dir, exist_ok=True)
+        with _Lock(self.output_dir):
+            return self._run(log)
+
+    def _run(self, log):
         state = self._load_state()
         for cell in self.cells:
             name, run_dir = cell_name(cell), self.run_dir(cell)
@@ -100,8 +146,8 @@ class Sweep:
     def _load_state(self):
         path = os.path.join(self.output_dir, STATE)
         if os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)["finished"]
+            return runfiles.read_json(path, SweepError,
+                                      required=("finished",))["finished"]
         return {}
 
     def _save_state(self, state):
@@ -116,8 +162,9 @@ class Sweep:
         for cell in self.cells:
             if not os.path.exists(self.eval_path(cell)):
                 continue
-            with open(self.eval_path(cell)) as f:
-                result = json.load(f)
+            result = runfiles.read_json(self.eval_path(cell), SweepError,
+                                        required=("utility.accuracy",
+                                                  "utility.n_test"))
             row = {"cell": cell_name(cell), **cell,
                    "test_accuracy": result["utility"]["accuracy"],
                    "n_test": result["utility"]["n_test"],

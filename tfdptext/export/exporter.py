@@ -10,6 +10,14 @@ writes, atomically (a failure leaves no directory behind):
     user/tokenizer.json      settings to reproduce the ids in the app
     server/<name>/<version>/ SavedModel, signature `serving_default`
     manifest.json            mechanism, guarantee, specs, sizes, SHA-256
+
+Everything is written into a hidden sibling `.<name>.partial-<pid>`
+(the TFLite converter's intermediate SavedModel included, never the
+system's temporary directory), renamed to `<name>` once complete. An export
+killed with SIGKILL leaves that partial directory; the next export into the
+same parent removes every `.<name>.partial-<pid>` there whose process is
+no longer alive on this machine (`tfdptext.runfiles`), so re-running the
+same command gives a clean export.
 """
 
 import hashlib
@@ -21,7 +29,9 @@ import sys
 import keras
 import tensorflow as tf
 
+from tfdptext import runfiles
 from tfdptext.data.tokenization import TextTokenizer
+from tfdptext.errors import TfdptextError
 from tfdptext.export import text_input
 from tfdptext.export import tflite
 from tfdptext.models import secure
@@ -47,35 +57,61 @@ REQUIRED = ("config.json", "split.json", "metrics.json", "vocab.txt",
 QUANTIZATIONS = ("int8", "float32")
 
 
-class ExportError(ValueError):
+class ExportError(TfdptextError):
     """The run cannot be exported; nothing was written."""
 
 
-def _read_json(path):
-    with open(path) as f:
-        return json.load(f)
+def _read_json(path, required=()):
+    """A run file's JSON object; ExportError naming the file and what is
+    wrong (missing, truncated, not JSON, a required key absent)."""
+    return runfiles.read_json(path, ExportError, required=required)
+
+
+# The keys of each run file the export reads.
+_REQUIRED_KEYS = {
+    "config.json": ("mode", "mechanism", "max_length"),
+    "split.json": ("split_point", "guarantee", "tokenizer"),
+    "metrics.json": ("versions", "parameters"),
+}
 
 
 def check_run_dir(model_dir):
-    """Raises ExportError unless `model_dir` is an exportable run."""
-    if not os.path.isdir(model_dir):
+    """Raises ExportError unless `model_dir` is an exportable run.
+
+    Checks, before any work: the directory, its files (metrics.json, the
+    "finished" marker, included), that every JSON file parses and holds the
+    keys the export reads, and that both .keras files are complete
+    archives. Every error names the file.
+    """
+    if not os.path.exists(model_dir):
         raise ExportError(f"`model_dir`: no such directory {model_dir}.")
+    if not os.path.isdir(model_dir):
+        raise ExportError(f"`model_dir` {model_dir} is a file, not a run "
+                          "directory.")
     missing = [f for f in REQUIRED
                if not os.path.exists(os.path.join(model_dir, f))]
     if missing:
         raise ExportError(
             f"{model_dir} is not a finished tfdptext run with a user/server "
             f"split (missing {missing}); train it with tfdptext-train.")
-    metrics = _read_json(os.path.join(model_dir, "metrics.json"))
-    version = metrics.get("versions", {}).get("tfdptext")
-    if version is None or version.split(".")[:2] != __version__.split(".")[:2]:
+    files = {name: _read_json(os.path.join(model_dir, name), keys)
+             for name, keys in _REQUIRED_KEYS.items()}
+    metrics, split = files["metrics.json"], files["split.json"]
+    version = (metrics["versions"] or {}).get("tfdptext") \
+        if isinstance(metrics["versions"], dict) else None
+    if not isinstance(version, str) or \
+            version.split(".")[:2] != __version__.split(".")[:2]:
         raise ExportError(
             f"{model_dir} was made by tfdptext {version}; this is "
             f"{__version__}. Re-train it or export with tfdptext {version}.")
-    split = _read_json(os.path.join(model_dir, "split.json"))
     if split.get("split_point") not in split_lib.SPLIT_POINTS:
-        raise ExportError(f"{model_dir}: unknown split point "
+        raise ExportError(f"{model_dir}/split.json: unknown split point "
                           f"{split.get('split_point')!r}.")
+    for name in ("user_side.keras", "server_side.keras"):
+        runfiles.check_keras_file(os.path.join(model_dir, name), ExportError)
+    vocab = os.path.join(model_dir, "vocab.txt")
+    if not os.path.isfile(vocab) or os.path.getsize(vocab) == 0:
+        raise ExportError(f"{vocab} is empty or not a file.")
     return split, metrics
 
 
@@ -228,6 +264,7 @@ def export_run(model_dir, output_dir, quantization="int8", model_name=None,
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"`quantization` must be one of {QUANTIZATIONS}, "
                           f"received {quantization!r}.")
+    runfiles.check_output_path(output_dir, error=ExportError)
     if os.path.exists(output_dir):
         raise ExportError(f"`output_dir` {output_dir} exists; choose a new "
                           "directory (exports are never overwritten).")
@@ -238,12 +275,21 @@ def export_run(model_dir, output_dir, quantization="int8", model_name=None,
     config = _read_json(os.path.join(model_dir, "config.json"))
     model_name = model_name or os.path.basename(
         os.path.normpath(model_dir)).replace(".", "_")
-    max_length = int(config["max_length"])
+    try:
+        max_length = int(config["max_length"])
+    except (TypeError, ValueError):
+        raise ExportError(f"{model_dir}/config.json: max_length is "
+                          f"{config['max_length']!r}, not an integer."
+                          ) from None
     parent = os.path.dirname(os.path.abspath(output_dir))
     os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(output_dir)}.partial-"
-                       f"{os.getpid()}")
+    # Partial directories of exports killed earlier (their process is gone).
+    runfiles.remove_stale_partials(parent)
+    tmp = runfiles.partial_dir(output_dir)
     try:
+        # Everything, the TFLite converter's intermediate SavedModel
+        # included, is written inside `tmp`.
+        os.makedirs(tmp)
         _export_into(tmp, model_dir, split, metrics, config, quantization,
                      model_name, version, max_length, command, noise_source,
                      tokenizer_in_graph)
@@ -270,13 +316,13 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
     # One sentence per invoke, as an app runs it; a fixed batch lets the
     # converter fold the reshape shape arithmetic (faster on the phone).
     tflite_bytes = tflite.convert(phone, quantize=quantization == "int8",
-                                  batch_size=1)
+                                  batch_size=1, temp_dir=tmp)
     ops = tflite.check_unseeded_builtins(tflite_bytes)
     if noise_source == NOISE_INPUT and any(
             op.name in tflite.RANDOM_OPS for op in ops):
         raise ExportError("noise_source=input, but the model still draws "
                           "its own random numbers.")
-    os.makedirs(os.path.join(tmp, "user"))
+    os.makedirs(os.path.join(tmp, "user"), exist_ok=True)
     tflite_path = os.path.join(tmp, "user", "privatizer.tflite")
     with open(tflite_path, "wb") as f:
         f.write(tflite_bytes)
@@ -288,7 +334,7 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
         text_model = text_input.text_input_model(phone, tokenizer)
         text_bytes = tflite.convert(text_model,
                                     quantize=quantization == "int8",
-                                    custom_ops=True)
+                                    custom_ops=True, temp_dir=tmp)
         tflite.check_unseeded_builtins(text_bytes,
                                        text_input.TFTEXT_CUSTOM_OPS)
         with open(os.path.join(tmp, "user", "privatizer_text_in.tflite"),

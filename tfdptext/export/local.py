@@ -5,12 +5,69 @@ plain Interpreter (builtins only, as on a phone) and its output is fed to the
 SavedModel's `serving_default` signature loaded with tf.saved_model.load.
 """
 
-import json
 import os
 
 import numpy as np
 
+from tfdptext import runfiles
+from tfdptext.errors import TfdptextError
 from tfdptext.models import secure
+
+# What ExportedPipeline reads from manifest.json.
+MANIFEST_KEYS = ("split_point", "guarantee", "user.file", "user.tokenizer",
+                 "user.inputs", "server.path", "server.signature")
+
+
+class ExportDirError(TfdptextError):
+    """The directory is not a complete, readable tfdptext export; the
+    message names the file."""
+
+
+def _first_line(err):
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
+def check_export_dir(export_dir):
+    """The manifest of a complete export; ExportDirError otherwise.
+
+    Checks, before loading anything: the directory, manifest.json (valid
+    JSON with the keys used), that every file the manifest lists is there
+    with the size it records (a truncated .tflite or SavedModel file is
+    caught here), the vocabulary, and the server SavedModel directory.
+    """
+    if not os.path.isdir(export_dir):
+        raise ExportDirError(f"`export_dir`: {export_dir} is not a "
+                             "directory.")
+    path = os.path.join(export_dir, "manifest.json")
+    if not os.path.isfile(path):
+        raise ExportDirError(f"`export_dir`: {export_dir} holds no "
+                             "manifest.json; is it a tfdptext export?")
+    manifest = runfiles.read_json(path, ExportDirError,
+                                  required=MANIFEST_KEYS)
+    server_dir = os.path.join(export_dir, manifest["server"]["path"])
+    if not os.path.isdir(server_dir):
+        raise ExportDirError(
+            f"{server_dir}: no such directory (manifest.json's server.path);"
+            " the export is incomplete: export the run again.")
+    files = manifest.get("files") or {}
+    for rel in (manifest["user"]["file"], "user/vocab.txt"):
+        if not os.path.isfile(os.path.join(export_dir, rel)):
+            raise ExportDirError(f"{os.path.join(export_dir, rel)}: no such "
+                                 "file; the export is incomplete.")
+    for rel, record in sorted(files.items()):
+        file = os.path.join(export_dir, rel)
+        if not os.path.isfile(file):
+            raise ExportDirError(f"{file}: no such file (listed in "
+                                 "manifest.json); the export is incomplete.")
+        size = record.get("bytes") if isinstance(record, dict) else None
+        if size is not None and os.path.getsize(file) != size:
+            raise ExportDirError(
+                f"{file} is {os.path.getsize(file)} bytes, manifest.json "
+                f"says {size}: it was truncated or replaced; export the run "
+                "again.")
+    return manifest
+
 
 
 class ExportedPipeline:
@@ -27,23 +84,35 @@ class ExportedPipeline:
 
         from tfdptext.data.tokenization import TextTokenizer
 
-        path = os.path.join(export_dir, "manifest.json")
-        if not os.path.isfile(path):
-            raise ValueError(f"`export_dir`: {export_dir} holds no "
-                             "manifest.json; is it a tfdptext export?")
-        with open(path) as f:
-            self.manifest = json.load(f)
+        self.manifest = check_export_dir(export_dir)
         user = self.manifest["user"]
         self.tokenizer = TextTokenizer.from_config(
             os.path.join(export_dir, "user", "vocab.txt"), user["tokenizer"])
-        self.interpreter = Interpreter(
-            model_path=os.path.join(export_dir, user["file"]),
-            num_threads=num_threads)
-        self.privatize_fn = self.interpreter.get_signature_runner()
+        model_path = os.path.join(export_dir, user["file"])
+        try:
+            self.interpreter = Interpreter(model_path=model_path,
+                                           num_threads=num_threads)
+            self.privatize_fn = self.interpreter.get_signature_runner()
+        except (ValueError, RuntimeError) as err:
+            raise ExportDirError(
+                f"{model_path} is not a usable TFLite model ("
+                f"{_first_line(err)}); the export is corrupt: export the "
+                "run again.") from None
         server = self.manifest["server"]
-        loaded = tf.saved_model.load(os.path.join(export_dir, server["path"]))
+        server_path = os.path.join(export_dir, server["path"])
+        try:
+            loaded = tf.saved_model.load(server_path)
+            self.serve_fn = loaded.signatures[server["signature"]]
+        except KeyError:
+            raise ExportDirError(
+                f"{server_path} has no signature {server['signature']!r} "
+                "(manifest.json's server.signature).") from None
+        except Exception as err:  # noqa: BLE001 (TF raises many types)
+            raise ExportDirError(
+                f"{server_path} is not a loadable SavedModel ("
+                f"{_first_line(err)}); the export is corrupt: export the "
+                "run again.") from None
         self._loaded = loaded  # keep the object alive
-        self.serve_fn = loaded.signatures[server["signature"]]
 
     def privatize(self, texts):
         """What leaves the phone: the TFLite model's outputs (a dict)."""

@@ -40,7 +40,7 @@ class Operator:
 
 
 def convert(model, quantize=False, builtins_only=True, custom_ops=False,
-            batch_size=None):
+            batch_size=None, temp_dir=None):
     """Converts a Keras model to .tflite bytes.
 
     Args:
@@ -51,6 +51,11 @@ def convert(model, quantize=False, builtins_only=True, custom_ops=False,
         batch_size: None keeps the batch dimension dynamic; an integer fixes
             it, which lets the converter fold the shape arithmetic of
             reshapes (about 10% faster for MiniLM, docs/benchmarks.md).
+        temp_dir: where the intermediate SavedModel goes (a temporary
+            directory made inside it, removed afterwards); default: the
+            system's temporary directory. The exporter passes its partial
+            output directory, so that a killed export leaves nothing in the
+            system's temporary directory.
     """
     if batch_size is not None and (not isinstance(batch_size, int)
                                    or batch_size < 1):
@@ -61,7 +66,10 @@ def convert(model, quantize=False, builtins_only=True, custom_ops=False,
         signature = [keras.tree.map_structure(
             lambda t: tf.TensorSpec((batch_size, *t.shape[1:]), t.dtype,
                                     name=t.name), model.input)]
-    with tempfile.TemporaryDirectory() as tmp:
+    if temp_dir is not None and not os.path.isdir(temp_dir):
+        raise ValueError(f"`temp_dir`: no such directory {temp_dir}.")
+    with tempfile.TemporaryDirectory(prefix="tflite-convert-",
+                                     dir=temp_dir) as tmp:
         saved = os.path.join(tmp, "saved_model")
         model.export(saved, format="tf_saved_model", verbose=False,
                      input_signature=signature)

