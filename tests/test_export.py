@@ -140,6 +140,10 @@ def test_bad_inputs_write_nothing(runs, tmp_path, monkeypatch):
     json.dump(metrics, open(old / "metrics.json", "w"))
     with pytest.raises(exporter.ExportError, match="0.0.1"):
         exporter.export_run(str(old), str(tmp_path / "b"))
+    for name in ("../../escape", "a/b", ".hidden", "bad name"):
+        with pytest.raises(exporter.ExportError, match="model_name"):
+            exporter.export_run(runs["none"], str(tmp_path / "d"),
+                                model_name=name)
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
@@ -204,6 +208,27 @@ def _clean_release(run_dir):
             layer.noise = False
     return np.asarray(user({**FEED, "segment_ids": np.zeros_like(
         FEED["token_ids"])}))
+
+
+def test_a_replaced_or_escaping_file_is_refused(runs, tmp_path):
+    from tfdptext.export.local import ExportDirError
+
+    out = str(runs["base"] / "exp_sig")
+    if not os.path.exists(out):
+        exporter.export_run(runs["robust"], out)
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    path = copy / "user" / "privatizer.tflite"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # same size, other content
+    path.write_bytes(bytes(data))
+    with pytest.raises(ExportDirError, match="SHA-256"):
+        ExportedPipeline(str(copy))
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["server"]["path"] = "../../elsewhere"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ExportDirError, match="outside"):
+        ExportedPipeline(str(copy))
 
 
 def test_default_export_takes_random_words_and_adds_laplace(runs):

@@ -124,3 +124,13 @@ def test_layers_refuse_strings_and_ids_outside_the_table():
     graph = tf.function(privatizer)
     out = graph(tf.constant([[1, 2, 99, -3]])).numpy()
     assert out[0, 2] == -1 and out[0, 3] == -1 and (out[0, :2] >= 0).all()
+
+
+def test_guarantee_from_dict_names_missing_keys():
+    from tfdptext.privacy import Guarantee
+
+    with pytest.raises(ValueError, match=r"missing keys \['mechanism'"):
+        Guarantee.from_dict({})
+    with pytest.raises(ValueError, match="unknown keys"):
+        Guarantee.from_dict({"mechanism": "x", "parameter": "none",
+                             "value": None, "unit": "none", "colour": 1})

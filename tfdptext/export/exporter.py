@@ -23,6 +23,7 @@ same command gives a clean export.
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -236,6 +237,21 @@ def _randomness_contract(phone, noise_source):
     }
 
 
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+
+
+def _check_model_name(name):
+    """The TF Serving model name, which becomes a directory under server/:
+    letters, digits, '_' and '-' only (no '/', no '..': it must not write
+    outside the export)."""
+    if not isinstance(name, str) or not _MODEL_NAME.match(name):
+        raise ExportError(
+            f"`model_name` must be 1-128 letters, digits, '_' or '-', "
+            f"starting with a letter or digit, received {name!r} (give "
+            "--model_name).")
+    return name
+
+
 def _sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -273,8 +289,8 @@ def export_run(model_dir, output_dir, quantization="int8", model_name=None,
                           f"{version!r}.")
     split, metrics = check_run_dir(model_dir)
     config = _read_json(os.path.join(model_dir, "config.json"))
-    model_name = model_name or os.path.basename(
-        os.path.normpath(model_dir)).replace(".", "_")
+    model_name = _check_model_name(model_name or os.path.basename(
+        os.path.normpath(model_dir)).replace(".", "_"))
     try:
         max_length = int(config["max_length"])
     except (TypeError, ValueError):

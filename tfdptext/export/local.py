@@ -5,6 +5,7 @@ plain Interpreter (builtins only, as on a phone) and its output is fed to the
 SavedModel's `serving_default` signature loaded with tf.saved_model.load.
 """
 
+import hashlib
 import os
 
 import numpy as np
@@ -45,6 +46,15 @@ def check_export_dir(export_dir):
                              "manifest.json; is it a tfdptext export?")
     manifest = runfiles.read_json(path, ExportDirError,
                                   required=MANIFEST_KEYS)
+    root = os.path.realpath(export_dir)
+    listed = [manifest["server"]["path"], manifest["user"]["file"],
+              *(manifest.get("files") or {})]
+    for rel in listed:
+        inside = os.path.realpath(os.path.join(export_dir, str(rel)))
+        if os.path.commonpath([root, inside]) != root:
+            raise ExportDirError(
+                f"{path}: the path {rel!r} points outside {export_dir}; "
+                "the manifest was tampered with.")
     server_dir = os.path.join(export_dir, manifest["server"]["path"])
     if not os.path.isdir(server_dir):
         raise ExportDirError(
@@ -66,7 +76,21 @@ def check_export_dir(export_dir):
                 f"{file} is {os.path.getsize(file)} bytes, manifest.json "
                 f"says {size}: it was truncated or replaced; export the run "
                 "again.")
+        digest = record.get("sha256") if isinstance(record, dict) else None
+        if digest is not None and _sha256(file) != digest:
+            raise ExportDirError(
+                f"{file}: SHA-256 {_sha256(file)[:16]}... differs from "
+                f"manifest.json's {str(digest)[:16]}...: the file was "
+                "replaced or corrupted; export the run again.")
     return manifest
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 

@@ -11,8 +11,11 @@ import tempfile
 
 import keras
 import tensorflow as tf
+
 from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
+
+from tfdptext.errors import TfdptextError
 
 _BUILTIN_NAMES = {
     code: name for name, code in vars(schema.BuiltinOperator).items()
@@ -21,7 +24,7 @@ _BUILTIN_NAMES = {
 RANDOM_OPS = ("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL")
 
 
-class ConversionError(RuntimeError):
+class ConversionError(TfdptextError):
     """The model cannot be converted as asked."""
 
 

@@ -35,6 +35,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfdptext.errors import TfdptextError
 from tfdptext.layers import base as layers_base
 from tfdptext.layers.word_dropout import WordDropout
 from tfdptext.models import split as split_lib
@@ -55,7 +56,7 @@ SORT_LIMIT = 4096
 BUCKETS = 2**17
 
 
-class RandomnessError(RuntimeError):
+class RandomnessError(TfdptextError):
     """A release came back unusable: its random words failed the checks or
     its representation was not finite."""
 

@@ -151,6 +151,19 @@ class Guarantee:
 
     @classmethod
     def from_dict(cls, data):
+        """A Guarantee from `to_dict`'s output; ValueError naming missing or
+        unknown keys."""
+        if not isinstance(data, dict):
+            raise ValueError(f"A guarantee must be a JSON object, received "
+                             f"{type(data).__name__}.")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        required = {"mechanism", "parameter", "value", "unit"}
+        missing = sorted(required - set(data))
+        unknown = sorted(set(data) - fields)
+        if missing or unknown:
+            raise ValueError(
+                f"Not a guarantee: missing keys {missing}, unknown keys "
+                f"{unknown} (a guarantee has {sorted(fields)}).")
         data = dict(data)
         data["conditions"] = tuple(data.get("conditions", ()))
         data["details"] = dict(data.get("details", {}))
