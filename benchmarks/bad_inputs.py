@@ -171,16 +171,82 @@ def _(d):
     layers.LaplaceNoise(1.0, noise="yes")
 
 
-@case("layers", "MinMaxNormalize on a NaN vector")
+@case("layers", "MinMax + Laplace on vectors holding NaN / +inf")
 def _(d):
     import numpy as np
 
     from tfdptext import layers
-    out = np.asarray(layers.MinMaxNormalize()(np.array([[np.nan, 1.0]],
-                                                      np.float32)))
-    if not np.isfinite(out).all():
-        raise Silent(f"NaN in, {out.tolist()} out, no error")
-    return "OK", f"finite output {out.tolist()}"
+    x = np.array([[np.nan, 1.0, 0.5], [np.inf, 1.0, 0.5], [0.0, 1.0, 0.5]],
+                 np.float32)
+    out = np.asarray(layers.LaplaceNoise(1.0)(layers.MinMaxNormalize()(x)))
+    if np.isnan(out[:2]).all() and np.isfinite(out[2]).all():
+        return "OK", ("fail closed: those rows are all NaN (unusable; the "
+                      "server signature refuses NaN), the finite row is "
+                      "released")
+    raise Silent(f"released {out.tolist()}")
+
+
+@case("layers", "LaplaceNoise(1.0, 'vector') reused on a wider input")
+def _(d):
+    import numpy as np
+
+    from tfdptext import layers
+    layer = layers.LaplaceNoise(1.0, sensitivity="vector")
+    layer(np.random.rand(2, 4).astype("float32"))
+    layer(np.random.rand(2, 400).astype("float32"))
+
+
+@case("layers", "LaplaceNoise(epsilon=1e-39) (noise overflows float32)")
+def _(d):
+    from tfdptext import layers
+    layers.LaplaceNoise(1e-39)
+
+
+@case("layers", "RandomizedResponse(epsilon=710)")
+def _(d):
+    import numpy as np
+
+    from tfdptext import layers
+    bits = np.asarray(layers.RandomizedResponse(710.0)(
+        np.ones((1, 8), "float32")))
+    return "OK", f"flip probability ~e^-710, output bits {bits.tolist()}"
+
+
+@case("layers", "DChiTextPrivatizer given ids outside the table")
+def _(d):
+    import numpy as np
+
+    from tfdptext import layers
+    table = np.random.default_rng(0).normal(size=(10, 4)).astype("float32")
+    layers.DChiTextPrivatizer(5.0, table, special_token_ids=[0])(
+        np.array([[1, 2, 99]]))
+
+
+@case("layers", "phone model fed all-zero random words")
+def _(d):
+    import keras
+    import numpy as np
+
+    from tfdptext import layers
+    from tfdptext.models import secure
+    ids = keras.Input((None,), dtype="int32", name="token_ids")
+    mask = keras.Input((None,), dtype="int32", name="padding_mask")
+    seg = keras.Input((None,), dtype="int32", name="segment_ids")
+    x = keras.layers.Lambda(lambda t: keras.ops.one_hot(t[:, 0] % 8, 8))(ids)
+    user = keras.Model({"token_ids": ids, "padding_mask": mask,
+                        "segment_ids": seg},
+                       layers.LaplaceNoise(1.0)(layers.MinMaxNormalize()(x)))
+    model = secure.secure_user_model(user, "sequence_representation", 4)
+    feed = {"token_ids": np.array([[1, 2, 3, 0]], np.int32),
+            "padding_mask": np.array([[1, 1, 1, 0]], np.int32)}
+    good = model({**feed, "random_words": secure.os_random_words((1, 16))})
+    zero = model({**feed, "random_words": np.zeros((1, 16), np.int32)})
+    good = np.asarray(good["private_representation"])
+    zero = np.asarray(zero["private_representation"])
+    if np.isfinite(good).all() and np.isnan(zero).all():
+        return "OK", ("fail closed: all-NaN release (the server and "
+                      "ExportedPipeline refuse it); fresh words: a release")
+    raise Silent(f"zero words released {zero.tolist()}")
 
 
 @case("privacy", "laplace_scale(epsilon=0)")
@@ -684,6 +750,23 @@ def _(d):
     out = _copy_export(d)
     _truncate(os.path.join(out, "user", "privatizer.tflite"))
     return program("predict", [f"--export_dir={out}", "hello"])
+
+
+@case("predict", "export whose privatizer.tflite was swapped (same size)")
+def _(d):
+    out = _copy_export(d)
+    path = os.path.join(out, "user", "privatizer.tflite")
+    data = bytearray(open(path, "rb").read())
+    data[-1] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+    return program("predict", [f"--export_dir={out}", "hello"])
+
+
+@case("export", "--model_name=../../escape")
+def _(d):
+    return program("export", [f"--model_dir={SHARED['run']}",
+                              f"--output_dir={os.path.join(d, 'x')}",
+                              "--model_name=../../escape"])
 
 
 @case("predict", "export without its server/ directory")
