@@ -43,7 +43,8 @@ PROGRAMS = {"train": os.path.join(ROOT, "train", "tfdptext-train"),
             "export": os.path.join(ROOT, "export", "tfdptext-export"),
             "predict": os.path.join(ROOT, "export", "tfdptext-predict"),
             "eval": os.path.join(ROOT, "eval", "tfdptext-eval"),
-            "sweep": os.path.join(ROOT, "eval", "tfdptext-sweep")}
+            "sweep": os.path.join(ROOT, "eval", "tfdptext-sweep"),
+            "demo": os.path.join(ROOT, "train", "tfdptext-demo")}
 TRAIN_FLAGS = ["--mode=robust", "--epsilon=2", "--max_length=16",
                "--batch_size=16", "--max_train_examples=320",
                "--max_dev_examples=48", "--learning_rate=3e-3"]
@@ -247,6 +248,51 @@ def _(d):
         return "OK", ("fail closed: all-NaN release (the server and "
                       "ExportedPipeline refuse it); fresh words: a release")
     raise Silent(f"zero words released {zero.tolist()}")
+
+
+@case("layers", "LaplaceNoise given a string tensor")
+def _(d):
+    import numpy as np
+
+    from tfdptext import layers
+    layers.LaplaceNoise(1.0)(np.array([["a", "b"]]))
+
+
+@case("privacy", "laplace_scale(epsilon=1e-320)")
+def _(d):
+    from tfdptext import privacy
+    privacy.laplace_scale(1e-320)
+
+
+@case("privacy", "Guarantee(value=inf)")
+def _(d):
+    import math
+
+    from tfdptext.privacy import Guarantee
+    Guarantee("laplace", "epsilon", math.inf, "per_representation")
+
+
+@case("privacy", "sequence_distance with a negative id")
+def _(d):
+    import numpy as np
+
+    from tfdptext import privacy
+    privacy.sequence_distance(np.eye(3), [0, -1], [1, 2])
+
+
+@case("evaluation", "attacker below the majority-class guess")
+def _(d):
+    from tfdptext.evaluation import evaluate
+    summary = {"accuracy": {"mean": 0.536}, "majority_accuracy": 0.592,
+               "majority_class": 0, "n_test": 100,
+               "n_test_per_class": {"0": 59, "1": 41}}
+    row = evaluate.empirical_privacy({"gender": {"mlp": summary}},
+                                     ["mlp"])["demographic"]
+    if abs(row["strongest"] - 0.408) < 1e-9:
+        return "OK", ("empirical privacy 1 - X = 0.408 (the majority guess "
+                      f"counts as an attacker), below_majority = "
+                      f"{row['below_majority']}")
+    raise Silent(f"strongest 1 - X = {row['strongest']}")
 
 
 @case("privacy", "laplace_scale(epsilon=0)")
@@ -774,6 +820,64 @@ def _(d):
     out = _copy_export(d)
     shutil.rmtree(os.path.join(out, "server"))
     return program("predict", [f"--export_dir={out}", "hello"])
+
+
+@case("sweep", "--grid=epsilom=1,2 (a typo)")
+def _(d):
+    flags = os.path.join(d, "f.flags")
+    open(flags, "w").write("--mode=robust\n")
+    return program("sweep", [f"--train_flagfile={flags}",
+                             "--grid=epsilom=1,2",
+                             f"--output_dir={os.path.join(d, 's')}"])
+
+
+@case("sweep", "--grid=epsilon=1,1 (a repeated value)")
+def _(d):
+    flags = os.path.join(d, "f.flags")
+    open(flags, "w").write("--mode=robust\n")
+    return program("sweep", [f"--train_flagfile={flags}",
+                             "--grid=epsilon=1,1",
+                             f"--output_dir={os.path.join(d, 's')}"])
+
+
+@case("demo", "--epsilon=0")
+def _(d):
+    return program("demo", ["--epsilon=0", "--skip_training"])
+
+
+@case("eval", "a 2-class run scored on a 4-class data set")
+def _(d):
+    data_dir = os.path.join(d, "four")
+    os.makedirs(data_dir)
+    for split in ("train", "test"):
+        with open(os.path.join(data_dir, f"{split}.csv"), "w") as f:
+            f.write("text,label\n" + "".join(
+                f"sentence number {i},{i % 4}\n" for i in range(40)))
+    return program("eval", [f"--model_dir={SHARED['run']}",
+                            f"--output_dir={os.path.join(d, 'ev')}",
+                            "--dataset=csv", f"--data_dir={data_dir}"])
+
+
+@case("eval", "--baseline_eval=/nope (refused before any work)")
+def _(d):
+    return program("eval", [f"--model_dir={SHARED['run']}",
+                            f"--output_dir={os.path.join(d, 'ev')}",
+                            "--baseline_eval=/nope"])
+
+
+@case("data", "TFDS glue/sst2 offline (builder dependency missing)")
+def _(d):
+    from tfdptext import data
+    data.load_dataset("glue/sst2", data_dir=d)
+
+
+@case("data", "CSV where a quote closes two lines later")
+def _(d):
+    path = os.path.join(d, "t.csv")
+    open(path, "w").write('text,label\nok,1\n"opened,0\nrow,1\nclosed",0\n'
+                          + "".join(f"t{i},{i % 2}\n" for i in range(20)))
+    from tfdptext.data import local_files
+    local_files.load_files(path, path)
 
 
 @case("sweep", "--grid=epsilon (no values)")

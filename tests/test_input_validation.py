@@ -134,3 +134,41 @@ def test_guarantee_from_dict_names_missing_keys():
     with pytest.raises(ValueError, match="unknown keys"):
         Guarantee.from_dict({"mechanism": "x", "parameter": "none",
                              "value": None, "unit": "none", "colour": 1})
+
+
+def test_sweep_grid_typos_and_repeats_are_refused():
+    from tfdptext.evaluation import sweep
+
+    with pytest.raises(ValueError, match="'epsilom' is not a training"):
+        sweep.parse_grid(["epsilom=1,2"])
+    with pytest.raises(ValueError, match="repeats a value"):
+        sweep.parse_grid(["epsilon=1,1.0"])
+    assert sweep.parse_grid(["epsilon=1,2", "mode=robust"]) == [
+        {"epsilon": 1, "mode": "robust"}, {"epsilon": 2, "mode": "robust"}]
+
+
+def test_csv_dataset_from_a_data_dir(tmp_path):
+    from tfdptext import data
+
+    for split in ("train", "test"):
+        _write(tmp_path, f"{split}.csv", "text,label\n" + ROWS)
+    loaded = data.load_dataset("csv", data_dir=str(tmp_path))
+    assert loaded.num_classes == 2 and len(loaded.splits["test"]) == 20
+    with pytest.raises(data.DataError, match="train.tsv and test.tsv"):
+        data.load_dataset("tsv", data_dir=str(tmp_path))
+
+
+def test_evaluation_refuses_a_data_set_with_other_classes():
+    import types
+
+    from tfdptext.evaluation import evaluate
+
+    run = types.SimpleNamespace(
+        model_dir="runs/x",
+        server=types.SimpleNamespace(
+            output=types.SimpleNamespace(shape=(None, 2))))
+    four = types.SimpleNamespace(name="four", num_classes=4)
+    with pytest.raises(evaluate.EvaluationError, match="predicts 2 classes"):
+        evaluate.check_classes(run, four)
+    evaluate.check_classes(run, types.SimpleNamespace(name="two",
+                                                      num_classes=2))

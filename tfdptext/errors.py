@@ -15,4 +15,11 @@ class TfdptextError(ValueError):
     """Bad input to tfdptext; the message says what, where, and the fix."""
 
 
-__all__ = ["TfdptextError"]
+
+
+
+class ArgumentError(TfdptextError):
+    """An argument is outside its allowed range or of the wrong kind; the
+    message names the argument, the value received and what is allowed."""
+
+__all__ = ["ArgumentError", "TfdptextError"]

@@ -8,6 +8,8 @@
 - any other name: TensorFlow Datasets (`glue/sst2`, `ag_news_subset`, ...).
 """
 
+import os
+
 from tfdptext.data.examples import SPLITS
 from tfdptext.data.examples import DataError
 from tfdptext.data.examples import Examples
@@ -45,9 +47,17 @@ def load_dataset(name, data_dir=None, **options):
     if name == "trustpilot":
         return load_trustpilot(need_dir(), **options)
     if name in ("csv", "tsv", "jsonl"):
+        if data_dir and "train_file" not in options:
+            # --data_dir=DIR holding train.<ext>, test.<ext> [, dev.<ext>].
+            for split in ("train", "dev", "test"):
+                path = os.path.join(data_dir, f"{split}.{name}")
+                if os.path.isfile(path):
+                    options.setdefault(f"{split}_file", path)
         if "train_file" not in options or "test_file" not in options:
             raise DataError(
-                f"Dataset {name!r} needs `train_file` and `test_file`.")
+                f"Dataset {name!r} needs a train and a test file: give "
+                f"`train_file` and `test_file`, or a `data_dir` holding "
+                f"train.{name} and test.{name} (and optionally dev.{name}).")
         return load_files(file_format=name, name=name, **options)
     return load_tfds(name, data_dir=data_dir, **options)
 

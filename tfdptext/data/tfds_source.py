@@ -51,6 +51,11 @@ def load_tfds(name, data_dir=None, download=True, text_key=None,
         if download:
             builder.download_and_prepare()
         loaded = {s: builder.as_dataset(split=s) for s in split_names if s}
+    except ImportError as err:  # a builder's own dependency, not the network
+        raise DataError(
+            f"TFDS's builder for {name!r} needs the Python package "
+            f"{err.name or str(err)!r}, which is not installed (pip install "
+            "it); this is not a network problem.") from err
     except Exception as err:  # tfds raises many types (network, not found).
         raise DataError(
             f"Could not load TFDS dataset {name!r} from data_dir="

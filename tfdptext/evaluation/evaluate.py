@@ -34,7 +34,8 @@ REPORT = "report.md"
 
 
 class EvaluationError(TfdptextError):
-    """The output directory cannot take this evaluation."""
+    """The evaluation cannot be done as asked (output directory, baseline,
+    data set that does not fit the run)."""
 
 
 def _sha256(path):
@@ -256,17 +257,36 @@ def fairness_report(labels, predicted, private, attributes):
             for a in attributes}
 
 
+def check_baseline(baseline_dir):
+    """The baseline evaluation's predictions file, or EvaluationError (so
+    that a wrong --baseline_eval is refused before any work)."""
+    path = os.path.join(baseline_dir, PREDICTIONS)
+    if not os.path.isfile(path):
+        raise EvaluationError(
+            f"`baseline_eval`: {baseline_dir} holds no {PREDICTIONS}; give "
+            "a finished tfdptext-eval output directory.")
+    return path
+
+
+def check_classes(run, dataset):
+    """EvaluationError unless the data set's classes are the run's: a
+    2-class model scored on a 4-class data set gives an accuracy that
+    means nothing."""
+    predicted = int(run.server.output.shape[-1])
+    if dataset.num_classes != predicted:
+        raise EvaluationError(
+            f"The run {run.model_dir} predicts {predicted} classes, but data "
+            f"set {dataset.name!r} has {dataset.num_classes}: evaluate it on "
+            "the data it was trained for (or one with the same labels).")
+
+
 def gap_changes(labels, predicted, private, attributes, baseline_dir):
     """Paired permutation test of each gap against another evaluation of
     the same test split (its predictions.npz)."""
-    path = os.path.join(baseline_dir, PREDICTIONS)
-    if not os.path.exists(path):
-        raise ValueError(f"`baseline_eval`: {baseline_dir} holds no "
-                         f"{PREDICTIONS}; run tfdptext-eval there first.")
-    baseline = np.load(path)
+    baseline = np.load(check_baseline(baseline_dir))
     if not np.array_equal(baseline["labels"], labels):
-        raise ValueError(f"`baseline_eval`: {baseline_dir} evaluated a "
-                         "different test split.")
+        raise EvaluationError(f"`baseline_eval`: {baseline_dir} evaluated "
+                              "a different test split.")
     return {a: fairness.gap_change_test(labels, baseline["predicted"],
                                         predicted, private[a])
             for a in attributes}
@@ -343,7 +363,11 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
     if done is not None:
         done["already_done"] = True
         return done
+    if baseline_eval:
+        check_baseline(baseline_eval)
     run = TrainedRun(model_dir, vocabulary)
+    if dataset is not None:
+        check_classes(run, dataset)
     # Partial output of evaluations killed earlier (process gone), then
     # this one's: everything is written there and moved when complete.
     parent = os.path.dirname(os.path.abspath(output_dir))
@@ -355,6 +379,7 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
         if dataset is None:
             dataset = data_lib.load_dataset(
                 run.config["dataset"], data_dir=run.config.get("data_dir"))
+            check_classes(run, dataset)
         attributes = (sorted(dataset.private_attributes)
                       if private_attributes is None
                       else list(private_attributes))

@@ -70,6 +70,18 @@ def _value(text):
     return text
 
 
+def _grid_fields():
+    import dataclasses
+
+    from tfdptext.training.config import TrainConfig
+
+    return tuple(f.name for f in dataclasses.fields(TrainConfig))
+
+
+# What a grid may vary: the training config's fields (tfdptext-train flags).
+GRID_FIELDS = _grid_fields()
+
+
 def parse_grid(specs):
     """["epsilon=0.05,0.1", "mode=a,b"] -> the list of cells (dicts),
     the Cartesian product in the order given."""
@@ -85,7 +97,14 @@ def parse_grid(specs):
                              "name=v1,v2,...")
         if name in [a for a, _ in axes]:
             raise ValueError(f"`grid` names {name!r} twice.")
-        axes.append((name, [_value(v) for v in parts]))
+        if name not in GRID_FIELDS:
+            raise ValueError(
+                f"`grid` entry {spec!r}: {name!r} is not a training setting; "
+                f"allowed: {', '.join(GRID_FIELDS)}.")
+        values = [_value(v) for v in parts]
+        if len(set(values)) != len(values):
+            raise ValueError(f"`grid` entry {spec!r} repeats a value.")
+        axes.append((name, values))
     return [dict(zip([a for a, _ in axes], combo))
             for combo in itertools.product(*[v for _, v in axes])]
 

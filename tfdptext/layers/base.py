@@ -6,6 +6,7 @@ import threading
 import keras
 import tensorflow as tf
 
+from tfdptext.errors import ArgumentError
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import randomness
 
@@ -64,7 +65,7 @@ class PrivatizationLayer(keras.layers.Layer):
 
     def __init__(self, noise=True, **kwargs):
         if not isinstance(noise, bool):
-            raise ValueError(f"`noise` must be True or False, got {noise!r}.")
+            raise ArgumentError(f"`noise` must be True or False, got {noise!r}.")
         kwargs["dtype"] = "float32"
         super().__init__(**kwargs)
         self.noise = noise
@@ -109,12 +110,12 @@ class PrivatizationLayer(keras.layers.Layer):
     def _check_rank(input_shape, min_rank, name="inputs"):
         rank = len(input_shape)
         if rank < min_rank:
-            raise ValueError(
+            raise ArgumentError(
                 f"`{name}` must have rank >= {min_rank} (batch, ..., "
                 f"features), received shape {tuple(input_shape)}."
             )
         if input_shape[-1] is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"The last dimension of `{name}` must be known, received "
                 f"shape {tuple(input_shape)}."
             )
@@ -127,7 +128,7 @@ class PrivatizationLayer(keras.layers.Layer):
         if dtype == tf.string or (integer and not dtype.is_integer) or \
                 not (dtype.is_integer or dtype.is_floating or dtype.is_bool):
             kind = "integer token ids" if integer else "numbers"
-            raise ValueError(
+            raise ArgumentError(
                 f"`inputs` of {self.name} must be {kind}, received dtype "
                 f"{dtype.name}.")
 
@@ -139,7 +140,7 @@ class PrivatizationLayer(keras.layers.Layer):
         received = inputs.shape[-1]
         if width is not None and received is not None and \
                 int(received) != width:
-            raise ValueError(
+            raise ArgumentError(
                 f"`inputs` of {self.name} must have last dimension {width} "
                 f"(the layer was built for it; its noise and guarantee "
                 f"depend on it), received shape {tuple(inputs.shape)}. Use "

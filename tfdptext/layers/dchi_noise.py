@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from tfdptext.errors import ArgumentError
 from tfdptext.layers import base
 from tfdptext.layers import sampling
 from tfdptext.privacy import metric
@@ -42,7 +43,7 @@ class DChiNoise(base.PrivatizationLayer):
                                                metric.VECTOR_KINDS)
         metric.check_float32_eta(self.eta)
         if not isinstance(embedding_description, str):
-            raise ValueError("`embedding_description` must be a string.")
+            raise ArgumentError("`embedding_description` must be a string.")
         self.embedding_description = embedding_description
         self.dimension = None
 

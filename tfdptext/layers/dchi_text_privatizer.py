@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfdptext.errors import ArgumentError
 from tfdptext.layers import base
 from tfdptext.layers import sampling
 from tfdptext.privacy import metric
@@ -59,15 +60,15 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
         if embeddings is not None:
             table = np.asarray(embeddings, dtype=np.float32)
             if table.ndim != 2:
-                raise ValueError(
+                raise ArgumentError(
                     "`embeddings` must be 2-D (vocabulary_size, dim), "
                     f"received shape {table.shape}.")
             if not np.isfinite(table).all():
-                raise ValueError("`embeddings` must be finite.")
+                raise ArgumentError("`embeddings` must be finite.")
             self._initial_embeddings = table
             vocabulary_size, embedding_dim = table.shape
         if vocabulary_size is None or embedding_dim is None:
-            raise ValueError(
+            raise ArgumentError(
                 "Pass `embeddings`, or both `vocabulary_size` and "
                 "`embedding_dim`.")
         self.vocabulary_size = validation.check_int(
@@ -78,17 +79,17 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
             validation.check_int("special_token_ids", i, minimum=0)
             for i in special_token_ids})
         if special and special[-1] >= self.vocabulary_size:
-            raise ValueError(
+            raise ArgumentError(
                 "`special_token_ids` must be < vocabulary_size "
                 f"({self.vocabulary_size}), received {special[-1]}.")
         if len(special) >= self.vocabulary_size:
-            raise ValueError("`special_token_ids` leaves no candidate token.")
+            raise ArgumentError("`special_token_ids` leaves no candidate token.")
         self.special_token_ids = tuple(special)
         passthrough = sorted({
             validation.check_int("passthrough_token_ids", i, minimum=0)
             for i in passthrough_token_ids})
         if not set(passthrough) <= set(special):
-            raise ValueError(
+            raise ArgumentError(
                 "`passthrough_token_ids` must be special tokens (in "
                 "`special_token_ids`), received "
                 f"{sorted(set(passthrough) - set(special))}.")
@@ -103,7 +104,7 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
 
     def build(self, input_shape):
         if len(input_shape) < 1:
-            raise ValueError(
+            raise ArgumentError(
                 "`inputs` must be token ids of rank >= 1, received shape "
                 f"{tuple(input_shape)}.")
         table = self._initial_embeddings
@@ -140,7 +141,7 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
                                token_ids < self.vocabulary_size)
         if tf.executing_eagerly() and not bool(tf.reduce_all(valid)):
             bad = tf.boolean_mask(token_ids, tf.logical_not(valid))
-            raise ValueError(
+            raise ArgumentError(
                 f"`inputs` of {self.name} must be token ids in [0, "
                 f"{self.vocabulary_size}), received {bad.numpy()[:10]}.")
         token_ids = tf.where(valid, token_ids, 0)

@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from tfdptext.errors import ArgumentError
 from tfdptext.layers import base
 
 
@@ -28,7 +29,7 @@ class MinMaxNormalize(keras.layers.Layer):
 
     def build(self, input_shape):
         if len(input_shape) < 2:
-            raise ValueError(
+            raise ArgumentError(
                 "`inputs` must have rank >= 2 (batch, ..., features), "
                 f"received shape {tuple(input_shape)}."
             )

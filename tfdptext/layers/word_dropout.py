@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from tfdptext.errors import ArgumentError
 from tfdptext.layers import base
 from tfdptext.layers import sampling
 from tfdptext.privacy import dropout
@@ -55,12 +56,12 @@ class WordDropout(base.PrivatizationLayer):
     def build(self, input_shape):
         if not isinstance(input_shape, dict) or not {
                 "token_ids", "padding_mask"} <= set(input_shape):
-            raise ValueError(
+            raise ArgumentError(
                 "`inputs` must be a dict with 'token_ids' and 'padding_mask',"
                 f" received {input_shape!r}.")
         for key in ("token_ids", "padding_mask"):
             if len(input_shape[key]) != 2:
-                raise ValueError(
+                raise ArgumentError(
                     f"`inputs['{key}']` must have rank 2 (batch, length), "
                     f"received shape {tuple(input_shape[key])}.")
         super().build(input_shape)

@@ -22,6 +22,7 @@ be smaller for short inputs (d = 1 and mu < 0.5 masks nothing).
 
 import math
 
+from tfdptext.errors import ArgumentError
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import validation
 
@@ -58,7 +59,7 @@ def worst_case_rate(rate, min_tokens, max_tokens):
     min_tokens = validation.check_int("min_tokens", min_tokens)
     max_tokens = validation.check_int("max_tokens", max_tokens)
     if max_tokens < min_tokens:
-        raise ValueError(
+        raise ArgumentError(
             f"`max_tokens` ({max_tokens}) must be >= `min_tokens` "
             f"({min_tokens})."
         )
@@ -81,7 +82,7 @@ def with_dropout(base, rate, min_tokens=1, max_tokens=512):
     """
     rate = validation.check_rate("rate", rate)
     if base.unit != guarantee_lib.PER_REPRESENTATION:
-        raise ValueError(
+        raise ArgumentError(
             "`base` must be a per-representation guarantee, received unit "
             f"{base.unit!r}; convert per-coordinate guarantees first."
         )

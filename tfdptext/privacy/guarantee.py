@@ -11,6 +11,7 @@ import json
 import math
 import numbers
 
+from tfdptext.errors import ArgumentError
 from tfdptext.privacy import randomness as randomness_lib
 
 # Units. The unit is part of the guarantee: "epsilon = 0.05" per coordinate
@@ -88,16 +89,16 @@ class Guarantee:
 
     def __post_init__(self):
         if self.unit not in UNITS:
-            raise ValueError(
+            raise ArgumentError(
                 f"`unit` must be one of {UNITS}, received {self.unit!r}."
             )
         if self.unit == NO_PRIVACY:
             if self.value is not None:
-                raise ValueError("A guarantee with unit 'none' has no value.")
+                raise ArgumentError("A guarantee with unit 'none' has no value.")
         elif (self.value is None or isinstance(self.value, bool)
               or not isinstance(self.value, numbers.Real)
               or not (0.0 <= self.value < math.inf)):
-            raise ValueError(
+            raise ArgumentError(
                 "`value` must be a finite number >= 0 (an infinite epsilon "
                 "is no guarantee: use Guarantee.none), received "
                 f"{self.value!r}."
@@ -105,7 +106,7 @@ class Guarantee:
         if self.value is not None:
             object.__setattr__(self, "value", float(self.value))
         if not (0.0 <= self.delta <= 1.0):
-            raise ValueError(f"`delta` must be in [0, 1], got {self.delta}.")
+            raise ArgumentError(f"`delta` must be in [0, 1], got {self.delta}.")
         if self.randomness is not None:
             randomness_lib.check_source(self.randomness)
         object.__setattr__(self, "conditions", tuple(self.conditions))
@@ -154,14 +155,14 @@ class Guarantee:
         """A Guarantee from `to_dict`'s output; ValueError naming missing or
         unknown keys."""
         if not isinstance(data, dict):
-            raise ValueError(f"A guarantee must be a JSON object, received "
+            raise ArgumentError(f"A guarantee must be a JSON object, received "
                              f"{type(data).__name__}.")
         fields = {f.name for f in dataclasses.fields(cls)}
         required = {"mechanism", "parameter", "value", "unit"}
         missing = sorted(required - set(data))
         unknown = sorted(set(data) - fields)
         if missing or unknown:
-            raise ValueError(
+            raise ArgumentError(
                 f"Not a guarantee: missing keys {missing}, unknown keys "
                 f"{unknown} (a guarantee has {sorted(fields)}).")
         data = dict(data)

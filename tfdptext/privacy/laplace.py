@@ -10,6 +10,7 @@ gives epsilon for the whole representation.
 
 import math
 
+from tfdptext.errors import ArgumentError
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import validation
 
@@ -93,7 +94,7 @@ def laplace_scale(epsilon, sensitivity=1.0):
     sensitivity = validation.check_positive("sensitivity", sensitivity)
     scale = sensitivity / epsilon
     if not scale <= MAX_SCALE:
-        raise ValueError(
+        raise ArgumentError(
             f"`epsilon` = {epsilon:g} is too small for float32 noise: the "
             f"Laplace scale {sensitivity:g} / epsilon must be at most "
             f"{MAX_SCALE:g} (allowed range: epsilon >= "
@@ -148,7 +149,7 @@ def laplace_guarantee(epsilon, dimension=None, mode=PER_COORDINATE_MODE):
     epsilon = validation.check_positive("epsilon", epsilon)
     validation.check_choice("sensitivity", mode, SENSITIVITY_MODES)
     if mode == VECTOR_MODE and dimension is None:
-        raise ValueError("`dimension` is required with sensitivity='vector' "
+        raise ArgumentError("`dimension` is required with sensitivity='vector' "
                          "(build the layer first).")
     conditions = [
         "every released coordinate is clipped to [0, 1] before noise "
@@ -212,13 +213,13 @@ def to_representation_level(guarantee):
     if guarantee.unit == guarantee_lib.PER_REPRESENTATION:
         return guarantee
     if guarantee.unit != guarantee_lib.PER_COORDINATE:
-        raise ValueError(
+        raise ArgumentError(
             "`guarantee` must be per coordinate or per representation, "
             f"received unit {guarantee.unit!r}."
         )
     dimension = guarantee.details.get("dimension")
     if dimension is None:
-        raise ValueError(
+        raise ArgumentError(
             "`guarantee` does not record the representation dimension; "
             "build the layer first."
         )

@@ -14,6 +14,7 @@ sequences of equal length. Nearest-neighbour decoding back to a token
 
 import numpy as np
 
+from tfdptext.errors import ArgumentError
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import validation
 
@@ -27,7 +28,7 @@ def check_float32_eta(eta, dimension=1):
     float32 (mean norm n / eta <= 1e30), else raises ValueError."""
     eta = validation.check_positive("eta", eta)
     if dimension / eta > MAX_NOISE_NORM:
-        raise ValueError(
+        raise ArgumentError(
             f"`eta` = {eta:g} is too small for float32 noise on "
             f"{dimension}-dim vectors: the mean noise norm n / eta must be "
             f"at most {MAX_NOISE_NORM:g} (allowed range: eta >= "
@@ -54,7 +55,7 @@ def sequence_distance(embeddings, token_ids_a, token_ids_b):
     a = np.asarray(token_ids_a)
     b = np.asarray(token_ids_b)
     if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(
+        raise ArgumentError(
             "`token_ids_a` and `token_ids_b` must be 1-D and of equal length, "
             f"received shapes {a.shape} and {b.shape}."
         )
@@ -62,7 +63,7 @@ def sequence_distance(embeddings, token_ids_a, token_ids_b):
     for name, ids in (("token_ids_a", a), ("token_ids_b", b)):
         if ids.size and (not np.issubdtype(ids.dtype, np.integer)
                          or ids.min() < 0 or ids.max() >= len(table)):
-            raise ValueError(
+            raise ArgumentError(
                 f"`{name}` must be integer ids in [0, {len(table)}) (the "
                 f"table's rows), received {ids.tolist()[:10]}...")
     return float(np.linalg.norm(table[a] - table[b], axis=-1).sum())
@@ -73,7 +74,7 @@ def sequence_bound(eta, token_distances):
     eta = validation.check_positive("eta", eta)
     distances = np.asarray(token_distances, dtype=np.float64)
     if np.any(~np.isfinite(distances)) or np.any(distances < 0):
-        raise ValueError("`token_distances` must be finite and >= 0.")
+        raise ArgumentError("`token_distances` must be finite and >= 0.")
     return eta * float(distances.sum())
 
 
@@ -98,7 +99,7 @@ def dchi_guarantee(eta, dimension=None, embedding="the input vectors",
     eta = validation.check_positive("eta", eta)
     validation.check_choice("vectors", vectors, VECTOR_KINDS)
     if text_to_text and vectors != "tokens":
-        raise ValueError("`text_to_text` privatizes tokens: `vectors` must "
+        raise ArgumentError("`text_to_text` privatizes tokens: `vectors` must "
                          "be 'tokens'.")
     details = {}
     if dimension is not None:

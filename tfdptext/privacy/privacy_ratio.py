@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from tfdptext.errors import ArgumentError
 from tfdptext.privacy import validation
 
 METRICS = ("euclidean", "hamming")
@@ -47,17 +48,17 @@ def _check_points(points, metric):
     validation.check_choice("metric", metric, METRICS)
     points = np.asarray(points)
     if points.ndim != 2 or points.shape[0] < 1 or points.shape[1] < 1:
-        raise ValueError(
+        raise ArgumentError(
             "`points` must be a 2-D array (vocabulary x dimension), received "
             f"shape {points.shape}."
         )
     if metric == "hamming":
         if not np.isin(points, (0, 1)).all():
-            raise ValueError("`points` must hold only 0 and 1 for Hamming.")
+            raise ArgumentError("`points` must hold only 0 and 1 for Hamming.")
         return points.astype(np.uint8)
     points = points.astype(np.float64)
     if not np.isfinite(points).all():
-        raise ValueError("`points` must be finite.")
+        raise ArgumentError("`points` must be finite.")
     return points
 
 

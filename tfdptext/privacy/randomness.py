@@ -27,6 +27,7 @@ drew it is therefore a condition of every guarantee, stated with it:
 
 import math
 
+from tfdptext.errors import ArgumentError
 from tfdptext.privacy import validation
 
 APP_SECURE_RNG = "app_secure_rng"
@@ -80,7 +81,7 @@ DESCRIPTIONS = {
 def check_source(source):
     """Returns `source` if it is one of SOURCES, else raises ValueError."""
     if source not in SOURCES:
-        raise ValueError(
+        raise ArgumentError(
             f"`randomness` must be one of {SOURCES}, received {source!r}.")
     return source
 
@@ -137,7 +138,7 @@ def duplicate_threshold(num_words, false_alarm=FALSE_ALARM, buckets=2**32):
 def poisson_threshold(lam, false_alarm=FALSE_ALARM):
     """The smallest k with P(Poisson(lam) > k) <= false_alarm."""
     if lam < 0 or not math.isfinite(lam):
-        raise ValueError(f"`lam` must be finite and >= 0, received {lam!r}.")
+        raise ArgumentError(f"`lam` must be finite and >= 0, received {lam!r}.")
     _check_false_alarm(false_alarm)
     if lam == 0.0:
         return 0
@@ -162,5 +163,5 @@ def _poisson_tail(lam, k):
 
 def _check_false_alarm(false_alarm):
     if not (0.0 < false_alarm < 1.0):
-        raise ValueError(f"`false_alarm` must be in (0, 1), received "
+        raise ArgumentError(f"`false_alarm` must be in (0, 1), received "
                          f"{false_alarm!r}.")
