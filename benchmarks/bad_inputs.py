@@ -203,6 +203,18 @@ def _(d):
     layers.LaplaceNoise(1e-39)
 
 
+@case("layers", "DChiNoise(eta=1e-39) (noise overflows float32)")
+def _(d):
+    from tfdptext import layers
+    layers.DChiNoise(1e-39)
+
+
+@case("train", "--epsilon=1e-39 (noise overflows float32)")
+def _(d):
+    return program("train", ["--mode=robust", "--epsilon=1e-39",
+                             f"--output_dir={os.path.join(d, 'r')}"])
+
+
 @case("layers", "RandomizedResponse(epsilon=710)")
 def _(d):
     import numpy as np
@@ -566,10 +578,19 @@ def _(d):
 def _(d):
     _csv(os.path.join(d, "train.csv"))
     _csv(os.path.join(d, "test.csv"))
+    result = subprocess.run(
+        [sys.executable, PROGRAMS["train"], *TRAIN_FLAGS, "--dataset=csv",
+         f"--data_dir={d}", f"--preset={SHARED['preset']}",
+         f"--output_dir={d}/run"], capture_output=True, text=True,
+        timeout=600)
+    metrics = os.path.join(d, "run", "metrics.json")
+    if result.returncode == 0 and os.path.isfile(metrics):
+        return "OK", ("trained on DIR/train.csv and DIR/test.csv (dev split "
+                      "off train); metrics.json written")
     return program("train", TRAIN_FLAGS + ["--dataset=csv",
                                            f"--data_dir={d}",
                                            f"--preset={SHARED['preset']}",
-                                           f"--output_dir={d}/run"])
+                                           f"--output_dir={d}/run2"])
 
 
 @case("train", "same command again on a finished run")
