@@ -10,11 +10,15 @@ export KERAS_BACKEND := tensorflow
 export TF_CPP_MIN_LOG_LEVEL := 2
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast bench clean bazel-test
 
 install: $(STAMP)
 
-$(STAMP): setup.py
+# The programs are installed as copies of train/, eval/ and export/'s
+# scripts: reinstall when one of them changes.
+PROGRAMS := $(wildcard train/tfdptext-* eval/tfdptext-* export/tfdptext-*)
+
+$(STAMP): setup.py $(PROGRAMS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"
@@ -26,6 +30,23 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile --durations=15 tests
+
+# Bazel (Debian's bazel-bootstrap, 4.2), offline: the same tests, one
+# py_test per file, with the venv as the Python toolchain (see WORKSPACE).
+# `make bazel-test BAZEL_TARGETS=//tests:test_privacy` runs one file.
+BAZEL ?= bazel
+BAZEL_TARGETS ?= //...
+
+bazel-test: $(STAMP)
+	@command -v $(BAZEL) >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update && apt-get install -y bazel-bootstrap; \
+	  else \
+	    echo "bazel is not installed: run 'sudo apt-get install -y" \
+	      "bazel-bootstrap' (Debian/Ubuntu), then 'make bazel-test'." >&2; \
+	    exit 1; \
+	  fi; }
+	$(BAZEL) test $(BAZEL_TARGETS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/privatization_throughput.py

@@ -1,0 +1,5 @@
+"""Bazel main for train/tfdptext-demo (see run_program.py)."""
+
+from run_program import run
+
+run("train/tfdptext-demo")

@@ -1,0 +1,28 @@
+"""Offline stand-in for rules_cc: the native C++ rules under their Starlark names.
+
+Bazel 4.2's own @bazel_tools packages load these; tfdptext builds no C++.
+"""
+
+def cc_binary(**kwargs):
+    native.cc_binary(**kwargs)
+
+def cc_import(**kwargs):
+    native.cc_import(**kwargs)
+
+def cc_library(**kwargs):
+    native.cc_library(**kwargs)
+
+def cc_proto_library(**kwargs):
+    native.cc_proto_library(**kwargs)
+
+def cc_test(**kwargs):
+    native.cc_test(**kwargs)
+
+def cc_toolchain(**kwargs):
+    native.cc_toolchain(**kwargs)
+
+def cc_toolchain_suite(**kwargs):
+    native.cc_toolchain_suite(**kwargs)
+
+def objc_library(**kwargs):
+    native.objc_library(**kwargs)
