@@ -118,7 +118,7 @@ def test_server_signature_names_and_shape_check(runs):
     assert inputs["private_representation"].shape.as_list() == [None, 16]
     assert inputs["private_representation"].dtype == tf.float32
     outputs = signature.structured_outputs
-    assert set(outputs) == {"probabilities", "label"}
+    assert set(outputs) == {"probabilities", "label", "label_name"}
     assert outputs["label"].dtype == tf.int32
     result = signature(private_representation=tf.zeros((3, 16)))
     assert result["probabilities"].shape == (3, 2)

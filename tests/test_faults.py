@@ -109,14 +109,26 @@ def _check_ok(result):
         result.stderr[-3000:]
 
 
+def _autograph_file(path):
+    return (os.path.basename(path).startswith("__autograph_generated_file")
+            and os.path.getsize(path) < 1 << 20)
+
+
 def _big_temp_files(tmpdir):
     """What a killed program left in TMPDIR besides TensorFlow autograph's
-    own few-KB `__autograph_generated_file*.py` (which any TF program
-    killed with SIGKILL leaves; not the export's)."""
-    return sorted(name for name in os.listdir(tmpdir)
-                  if not (name.startswith("__autograph_generated_file")
-                          and os.path.getsize(os.path.join(tmpdir, name))
-                          < 1 << 20))
+    own few-KB `__autograph_generated_file*.py` and their bytecode in
+    `__pycache__` (which any TF program killed with SIGKILL leaves; not the
+    export's)."""
+    left = []
+    for name in os.listdir(tmpdir):
+        path = os.path.join(tmpdir, name)
+        if name == "__pycache__" and os.path.isdir(path) and all(
+                _autograph_file(os.path.join(path, f))
+                for f in os.listdir(path)):
+            continue
+        if not _autograph_file(path):
+            left.append(name)
+    return sorted(left)
 
 
 # The programs, killed and re-run.

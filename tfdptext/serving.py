@@ -80,5 +80,12 @@ def parse_grpc_response(response):
     """A PredictResponse -> dict of numpy arrays."""
     import tensorflow as tf
 
-    return {name: tf.make_ndarray(proto)
-            for name, proto in response.outputs.items()}
+    out = {}
+    for name, proto in response.outputs.items():
+        array = tf.make_ndarray(proto)
+        if array.dtype == object:  # strings (label_name) come as bytes
+            array = np.array([v.decode("utf-8") if isinstance(v, bytes)
+                              else v for v in array.ravel()],
+                             dtype=object).reshape(array.shape)
+        out[name] = array
+    return out

@@ -23,6 +23,8 @@ from tfdptext.data.tfds_source import load_tfds
 from tfdptext.data.tokenization import TextTokenizer
 
 LOCAL = ("synthetic", "ag_dpnr", "sst2", "trustpilot", "csv", "tsv", "jsonl")
+# The generic local-file formats (train_file, text_column, ... options).
+FILE_FORMATS = ("csv", "tsv", "jsonl")
 
 
 def load_dataset(name, data_dir=None, **options):
@@ -30,8 +32,9 @@ def load_dataset(name, data_dir=None, **options):
 
     Options are passed to the loader: `seed` and `country` (trustpilot),
     `num_examples` (synthetic), `train_file`, `dev_file`, `test_file`,
-    `text_column`, `label_column`, `private_columns`, `num_classes` (files),
-    `text_key`, `label_key`, `download` (TFDS).
+    `text_column`, `label_column`, `private_columns`, `has_header`,
+    `num_classes` (files: labels are integers 0..K-1 or names, see
+    `load_files`), `text_key`, `label_key`, `download` (TFDS).
     """
     def need_dir():
         if not data_dir:
@@ -46,7 +49,7 @@ def load_dataset(name, data_dir=None, **options):
         return load_sst2(need_dir())
     if name == "trustpilot":
         return load_trustpilot(need_dir(), **options)
-    if name in ("csv", "tsv", "jsonl"):
+    if name in FILE_FORMATS:
         if data_dir and "train_file" not in options:
             # --data_dir=DIR holding train.<ext>, test.<ext> [, dev.<ext>].
             for split in ("train", "dev", "test"):
@@ -63,7 +66,7 @@ def load_dataset(name, data_dir=None, **options):
 
 
 __all__ = [
-    "DataError", "Examples", "LOCAL", "SPLITS", "TextDataset",
+    "DataError", "Examples", "FILE_FORMATS", "LOCAL", "SPLITS", "TextDataset",
     "TextTokenizer", "load_ag_dpnr", "load_dataset", "load_files",
     "load_sst2", "load_synthetic", "load_tfds", "load_trustpilot",
 ]

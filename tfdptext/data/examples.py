@@ -75,6 +75,8 @@ class TextDataset:
         num_classes: number of task labels (labels are 0..num_classes - 1).
         private_attributes: attribute name -> number of its classes.
         description: one line on where the data comes from.
+        label_names: the name of each label 0..num_classes - 1 (strings;
+            default: "0", "1", ...).
     """
 
     name: str
@@ -82,8 +84,19 @@ class TextDataset:
     num_classes: int
     private_attributes: dict
     description: str = ""
+    label_names: list | None = None
 
     def __post_init__(self):
+        if self.label_names is None:
+            self.label_names = [str(i) for i in range(self.num_classes)]
+        self.label_names = [str(n) for n in self.label_names]
+        if len(self.label_names) != self.num_classes:
+            raise DataError(
+                f"Dataset {self.name!r}: {len(self.label_names)} label names "
+                f"for {self.num_classes} classes.")
+        if len(set(self.label_names)) != len(self.label_names):
+            raise DataError(f"Dataset {self.name!r}: label names repeat: "
+                            f"{self.label_names}.")
         missing = [s for s in SPLITS if s not in self.splits]
         if missing:
             raise DataError(f"Dataset {self.name!r} lacks splits {missing}.")

@@ -105,21 +105,9 @@ def _records(path, text, delimiter, multiline):
         yield start, row
 
 
-def read_delimited(path, text_column, label_column, private_columns=(),
-                   delimiter=",", has_header=True, num_classes=None,
-                   label_offset=0, private_num_classes=None,
-                   multiline=False):
-    """Reads a CSV/TSV file into Examples.
-
-    Args:
-        text_column, label_column: column names (with a header) or indices.
-        private_columns: names or indices of private-attribute columns.
-        num_classes: labels must be in [0, num_classes) after subtracting
-            `label_offset`.
-        private_num_classes: optional {column: classes} range checks.
-        multiline: accept quoted fields that span lines (refused by
-            default: an unbalanced quote would merge rows).
-    """
+def _delimited_rows(path, text_column, label_column, private_columns=(),
+                    delimiter=",", has_header=True, multiline=False):
+    """(line, text, raw label, {private column: raw value}) per record."""
     rows = _records(path, read_text(path), delimiter, multiline)
     header = None
     if has_header:
@@ -130,13 +118,10 @@ def read_delimited(path, text_column, label_column, private_columns=(),
     label_i = _column_index(header, label_column, path)
     private_i = {str(c): _column_index(header, c, path)
                  for c in private_columns}
-    private_num_classes = private_num_classes or {}
-    texts, labels = [], []
-    private = {name: [] for name in private_i}
+    needed = max([text_i, label_i, *private_i.values()])
     for line, row in rows:
         if not row:
             continue
-        needed = max([text_i, label_i, *private_i.values()])
         if len(row) <= needed:
             hint = ""
             if any(delimiter in field or "\n" in field for field in row):
@@ -145,22 +130,12 @@ def read_delimited(path, text_column, label_column, private_columns=(),
             raise DataError(
                 f"{path}:{line}: {len(row)} columns, expected at least "
                 f"{needed + 1}{hint}.")
-        texts.append(_check_text(row[text_i], path, line))
-        labels.append(_parse_label(row[label_i], path, line, num_classes,
-                                   label_offset))
-        for name, i in private_i.items():
-            private[name].append(_parse_label(
-                row[i], path, line, private_num_classes.get(name),
-                what=f"private attribute {name!r}"))
-    if not texts:
-        raise DataError(f"{path}: no examples.")
-    return Examples(texts, labels, private)
+        yield (line, _check_text(row[text_i], path, line), row[label_i],
+               {name: row[i] for name, i in private_i.items()})
 
 
-def read_jsonl(path, text_key, label_key, private_keys=(), num_classes=None):
-    """Reads one JSON object per line into Examples."""
-    texts, labels = [], []
-    private = {k: [] for k in private_keys}
+def _jsonl_rows(path, text_key, label_key, private_keys=()):
+    """(line, text, raw label, {private key: raw value}) per JSON line."""
     for line, raw in enumerate(read_text(path).splitlines(), start=1):
         if not raw.strip():
             continue
@@ -173,22 +148,91 @@ def read_jsonl(path, text_key, label_key, private_keys=(), num_classes=None):
         for key in (text_key, label_key, *private_keys):
             if key not in record:
                 raise DataError(f"{path}:{line}: no key {key!r}.")
-        texts.append(_check_text(record[text_key], path, line))
-        labels.append(_parse_label(record[label_key], path, line, num_classes))
-        for key in private_keys:
-            private[key].append(_parse_label(
-                record[key], path, line, None,
-                what=f"private attribute {key!r}"))
+        yield (line, _check_text(record[text_key], path, line),
+               record[label_key], {str(k): record[k] for k in private_keys})
+
+
+def _examples(path, rows, label_of, private_num_classes=None):
+    """Examples from `rows` (see _delimited_rows); `label_of(value, line)`
+    turns a raw label into its index."""
+    private_num_classes = private_num_classes or {}
+    texts, labels, private = [], [], None
+    for line, text, label, values in rows:
+        if private is None:
+            private = {name: [] for name in values}
+        texts.append(text)
+        labels.append(label_of(label, line))
+        for name, value in values.items():
+            private[name].append(_parse_label(
+                value, path, line, private_num_classes.get(name),
+                what=f"private attribute {name!r}"))
     if not texts:
         raise DataError(f"{path}: no examples.")
     return Examples(texts, labels, private)
 
 
+def read_delimited(path, text_column, label_column, private_columns=(),
+                   delimiter=",", has_header=True, num_classes=None,
+                   label_offset=0, private_num_classes=None,
+                   multiline=False):
+    """Reads a CSV/TSV file with integer labels into Examples.
+
+    Args:
+        text_column, label_column: column names (with a header) or indices.
+        private_columns: names or indices of private-attribute columns.
+        num_classes: labels must be in [0, num_classes) after subtracting
+            `label_offset`.
+        private_num_classes: optional {column: classes} range checks.
+        multiline: accept quoted fields that span lines (refused by
+            default: an unbalanced quote would merge rows).
+    """
+    rows = _delimited_rows(path, text_column, label_column, private_columns,
+                           delimiter, has_header, multiline)
+    return _examples(path, rows, lambda value, line: _parse_label(
+        value, path, line, num_classes, label_offset), private_num_classes)
+
+
+def read_jsonl(path, text_key, label_key, private_keys=(), num_classes=None):
+    """Reads one JSON object per line (integer labels) into Examples."""
+    rows = _jsonl_rows(path, text_key, label_key, private_keys)
+    return _examples(path, rows, lambda value, line: _parse_label(
+        value, path, line, num_classes))
+
+
+def _is_integer(value):
+    if isinstance(value, bool):
+        return False
+    try:
+        int(str(value).strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _label_text(value, path, line):
+    text = str(value).strip()
+    if not text:
+        raise DataError(f"{path}:{line}: empty label.")
+    return text
+
+
 def load_files(train_file, test_file, dev_file=None, file_format=None,
-               text_column="text", label_column="label", private_columns=(),
+               text_column=None, label_column=None, private_columns=(),
                has_header=True, num_classes=None, dev_fraction=0.1, seed=0,
                name="files"):
     """A TextDataset from generic local files (csv, tsv or jsonl).
+
+    Labels: when every label of the train file is an integer (or
+    `num_classes` is given), labels must be 0..K-1 and their names are
+    "0".."K-1". When none is, they are names ("Business", "Sports"): the
+    sorted distinct train labels become 0..K-1 (`label_names`), and a dev
+    or test label that is not among them is a DataError naming file and
+    line. A train file mixing both is refused (a typo such as "1.5" among
+    integers would otherwise become a class).
+
+    Columns: `text_column`, `label_column` (default "text", "label"; with
+    `has_header=False`, indices 0 and 1) and `private_columns` are names
+    (with a header, or JSON keys) or indices (without a header).
 
     Without `dev_file`, `dev_fraction` of the train file becomes dev (fixed
     seed).
@@ -199,15 +243,58 @@ def load_files(train_file, test_file, dev_file=None, file_format=None,
         raise DataError(
             f"`file_format` must be csv, tsv or jsonl; got {fmt!r} for "
             f"{train_file}.")
+    if text_column is None:
+        text_column = "text" if has_header or fmt == "jsonl" else 0
+    if label_column is None:
+        label_column = "label" if has_header or fmt == "jsonl" else 1
+    private_columns = list(private_columns or ())
+
+    def rows(path):
+        if fmt == "jsonl":
+            return _jsonl_rows(path, text_column, label_column,
+                               private_columns)
+        return _delimited_rows(
+            path, text_column, label_column, private_columns,
+            delimiter="\t" if fmt == "tsv" else ",", has_header=has_header)
+
+    label_names = None
+    if num_classes is None:
+        # The label kind is the train file's: names unless all integers.
+        raw = [(line, label) for line, _, label, _ in rows(train_file)]
+        integers = [_is_integer(v) for _, v in raw]
+        if any(integers) and not all(integers):
+            # Integer labels with a stray word or "1.5" are a typo far more
+            # often than a class named "1.5": refuse rather than add one.
+            line, value = raw[integers.index(False)]
+            first = raw[integers.index(True)]
+            raise DataError(
+                f"{train_file}:{line}: label {value!r} is not an integer, "
+                f"but other labels are (line {first[0]}: {first[1]!r}); use "
+                "integers 0..K-1 for every label, or names for every "
+                "label.")
+        if raw and not any(integers):
+            label_names = sorted({_label_text(v, train_file, line)
+                                  for line, v in raw})
+            if len(label_names) < 2:
+                raise DataError(
+                    f"{train_file}: a single label {label_names[0]!r}; a "
+                    "classifier needs at least 2.")
+    index = {n: i for i, n in enumerate(label_names or ())}
 
     def read(path):
-        if fmt == "jsonl":
-            return read_jsonl(path, text_column, label_column,
-                              private_columns, num_classes)
-        return read_delimited(
-            path, text_column, label_column, private_columns,
-            delimiter="\t" if fmt == "tsv" else ",", has_header=has_header,
-            num_classes=num_classes)
+        if label_names is None:
+            def label_of(value, line):
+                return _parse_label(value, path, line, num_classes)
+        else:
+            def label_of(value, line):
+                text = _label_text(value, path, line)
+                if text not in index:
+                    raise DataError(
+                        f"{path}:{line}: label {text!r} is not among the "
+                        f"train file's labels {label_names[:20]} "
+                        f"({train_file}).")
+                return index[text]
+        return _examples(path, rows(path), label_of)
 
     splits = {s: read(p) for s, p in paths.items() if p}
     if "dev" not in splits:
@@ -220,13 +307,15 @@ def load_files(train_file, test_file, dev_file=None, file_format=None,
                 f"off a dev set (dev_fraction {dev_fraction:g}); give a dev "
                 "file or more examples.")
         splits["train"], splits["dev"] = train.subset(train_i), train.subset(dev_i)
-    if num_classes is None:
+    if label_names is not None:
+        num_classes = len(label_names)
+    elif num_classes is None:
         num_classes = _inferred_classes(splits, train_file)
     private = {str(c): int(max(e.private[str(c)].max()
                                for e in splits.values())) + 1
                for c in private_columns}
     return TextDataset(name, splits, num_classes, private,
-                       f"local {fmt} files")
+                       f"local {fmt} files", label_names)
 
 
 def _inferred_classes(splits, train_file):
@@ -288,7 +377,8 @@ def load_ag_dpnr(path):
             {f"entity_{i}": presence[:, i] for i in range(AG_ENTITIES)})
     return TextDataset(
         "ag_dpnr", splits, 4, {f"entity_{i}": 2 for i in range(AG_ENTITIES)},
-        "DPNR's AG News subset (Lyu et al. 2020) with 5 person entities")
+        "DPNR's AG News subset (Lyu et al. 2020) with 5 person entities",
+        ["World", "Sports", "Business", "Sci-Tech"])
 
 
 def load_sst2(data_dir):
@@ -299,7 +389,8 @@ def load_sst2(data_dir):
                               num_classes=2)
         for split in ("train", "dev", "test")
     }
-    return TextDataset("sst2", splits, 2, {}, "GLUE SST-2 (test = GLUE dev)")
+    return TextDataset("sst2", splits, 2, {}, "GLUE SST-2 (test = GLUE dev)",
+                       ["negative", "positive"])
 
 
 def load_trustpilot(data_dir, seed=0, country=None):
@@ -335,4 +426,4 @@ def load_trustpilot(data_dir, seed=0, country=None):
         "trustpilot" + (f"_{country}" if country else ""), splits, 5,
         {"gender": 2, "age": 2},
         "TrustPilot reviews (Hovy et al. 2015), pooled, split 8:1:1 with "
-        f"seed {seed}")
+        f"seed {seed}", ["1", "2", "3", "4", "5"])

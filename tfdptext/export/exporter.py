@@ -9,7 +9,8 @@ writes, atomically (a failure leaves no directory behind):
     user/vocab.txt           the WordPiece vocabulary
     user/tokenizer.json      settings to reproduce the ids in the app
     server/<name>/<version>/ SavedModel, signature `serving_default`
-    manifest.json            mechanism, guarantee, specs, sizes, SHA-256
+    manifest.json            mechanism, guarantee, specs, label names,
+                             sizes, SHA-256
 
 Everything is written into a hidden sibling `.<name>.partial-<pid>`
 (the TFLite converter's intermediate SavedModel included, never the
@@ -180,12 +181,34 @@ def _refuse_unusable(release):
         return tf.identity(release)
 
 
-def _write_server(server, split_point, max_length, dim, path):
+def label_names_of(model_dir, metrics, split, num_classes):
+    """The run's label names (metrics.json or split.json "label_names");
+    "0".."K-1" for runs that recorded none. ExportError when they do not
+    fit the model's classes."""
+    for name, record in (("metrics.json", metrics), ("split.json", split)):
+        names = record.get("label_names")
+        if names is None:
+            continue
+        if (not isinstance(names, list) or len(names) != num_classes
+                or any(not isinstance(n, str) for n in names)):
+            raise ExportError(
+                f"{model_dir}/{name}: label_names {names!r} are not "
+                f"{num_classes} strings (the model's classes).")
+        return names
+    return [str(i) for i in range(num_classes)]
+
+
+def _write_server(server, split_point, max_length, dim, path,
+                  label_names=None):
+    if label_names is None:
+        label_names = [str(i) for i in range(int(server.output.shape[-1]))]
+    names = tf.constant(label_names, dtype=tf.string)
+
     def outputs(logits):
         probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
-        return {"probabilities": probabilities,
-                "label": tf.argmax(probabilities, axis=-1,
-                                   output_type=tf.int32)}
+        label = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        return {"probabilities": probabilities, "label": label,
+                "label_name": tf.gather(names, label)}
 
     if split_point == split_lib.SEQUENCE:
         def serve(private_representation):
@@ -371,7 +394,10 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
     dim = (None if split_point == split_lib.TEXT_TO_TEXT
            else int(released.shape[-1]))
     server_dir = os.path.join(tmp, "server", model_name, str(version))
-    _write_server(server, split_point, max_length, dim, server_dir)
+    label_names = label_names_of(model_dir, metrics, split,
+                                 int(server.output.shape[-1]))
+    _write_server(server, split_point, max_length, dim, server_dir,
+                  label_names)
     files = {}
     for root, _, names in os.walk(tmp):
         for name in sorted(names):
@@ -413,8 +439,10 @@ def _export_into(tmp, model_dir, split, metrics, config, quantization,
                        for spec in server_input_specs(split_point,
                                                       max_length, dim)},
             "outputs": {"probabilities": "float32 (batch, classes)",
-                        "label": "int32 (batch,)"},
+                        "label": "int32 (batch,)",
+                        "label_name": "string (batch,)"},
         },
+        "label_names": label_names,
         "files": files,
         "versions": {"tfdptext": __version__, "tensorflow": tf.__version__,
                      "keras": keras.__version__},

@@ -99,7 +99,7 @@ class ExportedPipeline:
 
     Example:
     >>> pipe = ExportedPipeline("exports/ag_eps0.05")
-    >>> pipe.predict(["Stocks rallied after the report."])["label"]
+    >>> pipe.predict(["Stocks rallied after the report."])["label_name"]
     """
 
     def __init__(self, export_dir, num_threads=1):
@@ -170,7 +170,25 @@ class ExportedPipeline:
         import tensorflow as tf
 
         inputs = {k: tf.constant(v) for k, v in released.items()}
-        return {k: v.numpy() for k, v in self.serve_fn(**inputs).items()}
+        out = {k: v.numpy() for k, v in self.serve_fn(**inputs).items()}
+        if "label_name" in out:
+            out["label_name"] = np.array(
+                [v.decode("utf-8") if isinstance(v, bytes) else str(v)
+                 for v in out["label_name"]], dtype=object)
+        else:  # an export made before label names
+            names = self.label_names
+            out["label_name"] = np.array(
+                [names[i] if names and 0 <= i < len(names) else str(i)
+                 for i in out["label"].tolist()], dtype=object)
+        return out
+
+    @property
+    def label_names(self):
+        """The manifest's label names (None for older exports)."""
+        names = self.manifest.get("label_names")
+        return list(names) if isinstance(names, list) else None
 
     def predict(self, texts):
+        """The server's answer for each text: `probabilities`, `label`
+        (index) and `label_name` (its name, a str)."""
         return self.serve(self.privatize(texts))

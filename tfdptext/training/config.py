@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 
 from tfdptext.privacy import laplace
 from tfdptext.privacy import metric
@@ -21,6 +22,14 @@ ALLOWED = {
     # privacy only, never a DP guarantee.
     "adv": ("none",),
 }
+# Datasets read from the user's own files (--train_file, --text_column...).
+FILE_FORMATS = ("csv", "tsv", "jsonl")
+# Datasets whose files have a fixed layout (no file or column options).
+FIXED_FORMATS = ("synthetic", "ag_dpnr", "sst2", "trustpilot")
+FILE_FIELDS = ("train_file", "dev_file", "test_file", "private_columns",
+               "no_header")
+COLUMN_FIELDS = ("text_column", "label_column")
+
 # Modes where the user side is frozen (Qu et al. privacy-constrained
 # fine-tuning: the server cannot update what runs on the phone).
 FROZEN_USER_SIDE = ("token_rep", "text_to_text", "seq_rep")
@@ -37,6 +46,13 @@ class TrainConfig:
     `adv_attributes`, the private attributes with an attacker head each
     (None: all of the dataset's). Its user side adds no noise: the
     guarantee is "none" (empirical privacy only, no DP).
+
+    Your own files (`dataset` csv, tsv or jsonl): `train_file`,
+    `test_file`, optional `dev_file` (stored as absolute paths, so that the
+    run can reload its data), `text_column`, `label_column` (names, or
+    indices with `no_header`), `private_columns`, `no_header` (csv/tsv
+    without a header line). `text_column` and `label_column` also name the
+    features of a TFDS dataset.
     """
 
     mode: str = "robust"
@@ -58,6 +74,13 @@ class TrainConfig:
     seed: int = 0
     adv_lambda: float | None = None
     adv_attributes: tuple | list | None = None
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    text_column: str | int | None = None
+    label_column: str | int | None = None
+    private_columns: tuple | list | None = None
+    no_header: bool = False
 
     def validate(self):
         """Fills defaults and raises ValueError naming any bad field."""
@@ -123,7 +146,89 @@ class TrainConfig:
             if getattr(self, name) is not None:
                 validation.check_int(name, getattr(self, name), 1)
         self._validate_adv()
+        self._validate_data()
         return self
+
+    def _validate_data(self):
+        """The file and column options, against `dataset`."""
+        if self.dataset not in FILE_FORMATS:
+            for name in FILE_FIELDS + (
+                    COLUMN_FIELDS if self.dataset in FIXED_FORMATS else ()):
+                if getattr(self, name) not in (None, False):
+                    raise ValueError(
+                        f"`{name}` applies to your own files (`dataset` "
+                        f"csv, tsv or jsonl) only, received "
+                        f"{getattr(self, name)!r} with "
+                        f"`dataset={self.dataset}`.")
+            return
+        if self.train_file is None and self.data_dir is None:
+            raise ValueError(
+                f"`dataset={self.dataset}` needs `train_file` and "
+                f"`test_file` (or a `data_dir` holding train.{self.dataset} "
+                f"and test.{self.dataset}).")
+        if (self.train_file is None) != (self.test_file is None) or (
+                self.dev_file is not None and self.train_file is None):
+            raise ValueError(
+                "`train_file` and `test_file` go together (and `dev_file` "
+                f"with them), received train_file={self.train_file!r}, "
+                f"dev_file={self.dev_file!r}, test_file={self.test_file!r}.")
+        for name in ("train_file", "dev_file", "test_file"):
+            value = getattr(self, name)
+            if value is not None:
+                if not isinstance(value, str) or not value:
+                    raise ValueError(f"`{name}` must be a file path, "
+                                     f"received {value!r}.")
+                setattr(self, name, os.path.abspath(value))
+        self.no_header = bool(self.no_header)
+        if self.no_header and self.dataset == "jsonl":
+            raise ValueError("`no_header` applies to csv and tsv files, "
+                             "not jsonl.")
+        columns = self.private_columns
+        if isinstance(columns, str):  # "gender,age"
+            columns = [c.strip() for c in columns.split(",")]
+        if columns is not None:
+            if not isinstance(columns, (list, tuple)) or any(
+                    c in ("", None) for c in columns):
+                raise ValueError(
+                    "`private_columns` must be a list of column names "
+                    f"(indices with `no_header`), received {columns!r}.")
+            columns = list(columns) or None
+        if self.no_header:
+            def index(name, value):
+                if isinstance(value, int) and not isinstance(value, bool) \
+                        and value >= 0:
+                    return value
+                if isinstance(value, str) and value.strip().isdigit():
+                    return int(value)
+                raise ValueError(
+                    f"`{name}`: with `no_header` columns are given by index "
+                    f"(0, 1, ...), received {value!r}.")
+            for name in COLUMN_FIELDS:
+                if getattr(self, name) is not None:
+                    setattr(self, name, index(name, getattr(self, name)))
+            if columns is not None:
+                columns = [index("private_columns", c) for c in columns]
+        self.private_columns = columns
+
+    def dataset_options(self):
+        """The options of `tfdptext.data.load_dataset` for this dataset
+        (besides `data_dir`)."""
+        options = {}
+        if self.dataset in FILE_FORMATS:
+            for name in ("train_file", "dev_file", "test_file",
+                         "text_column", "label_column"):
+                if getattr(self, name) is not None:
+                    options[name] = getattr(self, name)
+            if self.private_columns:
+                options["private_columns"] = list(self.private_columns)
+            if self.no_header:
+                options["has_header"] = False
+        elif self.dataset not in FIXED_FORMATS:  # TFDS
+            if self.text_column is not None:
+                options["text_key"] = self.text_column
+            if self.label_column is not None:
+                options["label_key"] = self.label_column
+        return options
 
     def _validate_adv(self):
         if self.mode != "adv":
@@ -177,7 +282,8 @@ class TrainConfig:
     def run_identity(self):
         """The fields that must match to resume a run in the same dir."""
         data = self.to_dict()
-        if data["adv_attributes"] is not None:
-            data["adv_attributes"] = list(data["adv_attributes"])
+        for name in ("adv_attributes", "private_columns"):
+            if data[name] is not None:
+                data[name] = list(data[name])
         data.pop("epochs")  # more epochs may be asked for on resume
         return data

@@ -11,7 +11,8 @@ Output directory layout:
     logs/                TensorBoard
     user_side.keras      the on-device model (privatization layer inside)
     server_side.keras    the server model (input: the release only)
-    split.json           split point, guarantee, tokenizer settings
+    split.json           split point, guarantee, tokenizer settings, label
+                         names
     vocab.txt            the tokenizer's vocabulary
     metrics.json         accuracies, sizes, speed, guarantee, versions;
                          written last, atomically: the "finished" marker
@@ -145,6 +146,20 @@ def _write_config(output_dir, config):
     with open(tmp, "w") as f:
         f.write(config.to_json())
     os.replace(tmp, path)
+
+
+def load_config_dataset(config):
+    """The dataset a TrainConfig names (its files and columns included)."""
+    return data_lib.load_dataset(config.dataset, data_dir=config.data_dir,
+                                 **config.dataset_options())
+
+
+def label_names_of(dataset):
+    """The dataset's label names (strings), "0".."K-1" when it has none."""
+    names = getattr(dataset, "label_names", None)
+    if not names:
+        names = range(dataset.num_classes)
+    return [str(n) for n in names]
 
 
 def _batches(tokenizer, dataset, split, batch_size, shuffle, seed,
@@ -408,8 +423,7 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
                   "directory to train it again.")
         return read_metrics(output_dir)
     if dataset is None:
-        dataset = data_lib.load_dataset(config.dataset,
-                                        data_dir=config.data_dir)
+        dataset = load_config_dataset(config)
     adv_attributes = None
     if config.mode == "adv":  # checked before anything is written
         adv_attributes = adv_attributes_for(config, dataset)
@@ -493,7 +507,8 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
         "split_point": split.split_point,
         "guarantee": guarantee.to_dict(),
         "tokenizer": tokenizer.config(),
-        "frozen_user_side": config.frozen_user_side}, indent=2)
+        "frozen_user_side": config.frozen_user_side,
+        "label_names": label_names_of(dataset)}, indent=2)
     metrics = {
         "mode": config.mode,
         "mechanism": config.mechanism,
@@ -505,6 +520,7 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
         "guarantee": guarantee.to_dict(),
         "guarantee_text": str(guarantee),
         "dataset": dataset.name,
+        "label_names": label_names_of(dataset),
         "sizes": {"train": min(len(dataset.splits["train"]),
                                config.max_train_examples or 10**12),
                   "dev": min(len(dataset.splits["dev"]),
