@@ -18,6 +18,7 @@ machines.
 Pure Python (no TensorFlow import).
 """
 
+import hashlib
 import json
 import os
 import re
@@ -154,3 +155,12 @@ def remove_stale_partials(parent):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+def sha256_file(path):
+    """The hex SHA-256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -21,7 +21,6 @@ no longer alive on this machine (`tfdptext.runfiles`), so re-running the
 same command gives a clean export.
 """
 
-import hashlib
 import json
 import os
 import re
@@ -275,12 +274,7 @@ def _check_model_name(name):
     return name
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+_sha256 = runfiles.sha256_file
 
 
 def export_run(model_dir, output_dir, quantization="int8", model_name=None,

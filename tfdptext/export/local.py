@@ -5,7 +5,6 @@ plain Interpreter (builtins only, as on a phone) and its output is fed to the
 SavedModel's `serving_default` signature loaded with tf.saved_model.load.
 """
 
-import hashlib
 import os
 
 import numpy as np
@@ -85,12 +84,7 @@ def check_export_dir(export_dir):
     return manifest
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+_sha256 = runfiles.sha256_file
 
 
 
