@@ -164,3 +164,15 @@ def sha256_file(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def start_partial(output_dir):
+    """Creates this process's partial directory for `output_dir` (after
+    removing the stale ones of killed processes in the same parent) and
+    returns its path."""
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    os.makedirs(parent, exist_ok=True)
+    remove_stale_partials(parent)
+    partial = partial_dir(output_dir)
+    os.makedirs(partial)
+    return partial

@@ -370,12 +370,8 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
         check_classes(run, dataset)
     # Partial output of evaluations killed earlier (process gone), then
     # this one's: everything is written there and moved when complete.
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    os.makedirs(parent, exist_ok=True)
-    runfiles.remove_stale_partials(parent)
-    partial = runfiles.partial_dir(output_dir)
+    partial = runfiles.start_partial(output_dir)
     try:
-        os.makedirs(partial)
         if dataset is None:
             dataset = data_lib.load_dataset(
                 run.config["dataset"], data_dir=run.config.get("data_dir"))

@@ -314,15 +314,11 @@ def export_run(model_dir, output_dir, quantization="int8", model_name=None,
         raise ExportError(f"{model_dir}/config.json: max_length is "
                           f"{config['max_length']!r}, not an integer."
                           ) from None
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    os.makedirs(parent, exist_ok=True)
-    # Partial directories of exports killed earlier (their process is gone).
-    runfiles.remove_stale_partials(parent)
-    tmp = runfiles.partial_dir(output_dir)
+    # Removes the partial directories of exports killed earlier (their
+    # process is gone). Everything, the TFLite converter's intermediate
+    # SavedModel included, is written inside `tmp`.
+    tmp = runfiles.start_partial(output_dir)
     try:
-        # Everything, the TFLite converter's intermediate SavedModel
-        # included, is written inside `tmp`.
-        os.makedirs(tmp)
         _export_into(tmp, model_dir, split, metrics, config, quantization,
                      model_name, version, max_length, command, noise_source,
                      tokenizer_in_graph)
