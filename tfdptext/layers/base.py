@@ -1,4 +1,23 @@
-"""The base class of the privatization layers."""
+"""The base classes of the layers that randomize what leaves the user.
+
+Two kinds, one base each:
+
+- `PrivatizationLayer`: a mechanism (Laplace, d_chi, randomized response).
+  Its output is the release, and `guarantee(randomness)` is a differential
+  privacy guarantee on its own. Its default (and, in a split model,
+  required) name is `PRIVATIZER` = "privatizer".
+- `InputPerturbation`: a random change of the input before the encoder
+  (word dropout). It is not differential privacy on its own: its
+  `guarantee(base_guarantee, ...)` amplifies the guarantee of the mechanism
+  that follows it. Its default (and required) name is
+  `INPUT_PERTURBATION` = "input_perturbation".
+
+Both share `RandomizedLayer`: noise on every call (inference included),
+float32 compute, the `apply(inputs, uniforms)` hook through which a caller
+supplies the randomness (`tfdptext.models.secure`), and input checks.
+`privatization_layers(model)` finds the two in a user-side model by their
+fixed names.
+"""
 
 import contextlib
 import threading
@@ -43,8 +62,13 @@ def nan_unless(ok, values):
     return tf.where(ok, values, tf.constant(float("nan"), values.dtype))
 
 
-class PrivatizationLayer(keras.layers.Layer):
-    """A layer that privatizes its input and states its guarantee.
+PRIVATIZER = "privatizer"
+INPUT_PERTURBATION = "input_perturbation"
+
+
+class RandomizedLayer(keras.layers.Layer):
+    """The common base of mechanisms and input perturbations (see the
+    module docstring); not used directly.
 
     Noise is applied whenever the layer is called, in training AND at
     inference: on the user side, inference is where privacy is needed. Pass
@@ -63,7 +87,12 @@ class PrivatizationLayer(keras.layers.Layer):
     uniforms from those sources.
     """
 
+    # The layer's name when none is given.
+    default_name = None
+
     def __init__(self, noise=True, **kwargs):
+        if kwargs.get("name") is None and self.default_name:
+            kwargs["name"] = self.default_name
         if not isinstance(noise, bool):
             raise ArgumentError(f"`noise` must be True or False, got {noise!r}.")
         kwargs["dtype"] = "float32"
@@ -89,22 +118,6 @@ class PrivatizationLayer(keras.layers.Layer):
             return True
         return self.noise and not getattr(_CALLER_RANDOMNESS, "active",
                                           False)
-
-    def guarantee(self, randomness=randomness.TENSORFLOW_UNSEEDED):
-        """The `tfdptext.privacy.Guarantee` of this layer's output.
-
-        Args:
-            randomness: where the noise comes from (see
-                `tfdptext.privacy.randomness`); a direct call of the layer
-                uses TensorFlow's unseeded ops.
-        """
-        if not self.noise:
-            return guarantee_lib.Guarantee.none(
-                self.name, "noise is switched off (noise=False)")
-        return self._guarantee().with_randomness(randomness)
-
-    def _guarantee(self):
-        raise NotImplementedError
 
     @staticmethod
     def _check_rank(input_shape, min_rank, name="inputs"):
@@ -154,3 +167,69 @@ class PrivatizationLayer(keras.layers.Layer):
         config.update({"noise": self.noise})
         config.pop("dtype", None)
         return config
+
+
+class PrivatizationLayer(RandomizedLayer):
+    """A mechanism: its output is the release, with its own guarantee.
+
+    Subclasses implement `apply`, `uniforms_shape` and `_guarantee`.
+    """
+
+    default_name = PRIVATIZER
+
+    def guarantee(self, randomness=randomness.TENSORFLOW_UNSEEDED):
+        """The `tfdptext.privacy.Guarantee` of this layer's output.
+
+        Args:
+            randomness: where the noise comes from (see
+                `tfdptext.privacy.randomness`); a direct call of the layer
+                uses TensorFlow's unseeded ops.
+        """
+        if not self.noise:
+            return guarantee_lib.Guarantee.none(
+                self.name, "noise is switched off (noise=False)")
+        return self._guarantee().with_randomness(randomness)
+
+    def _guarantee(self):
+        raise NotImplementedError
+
+
+class InputPerturbation(RandomizedLayer):
+    """A random change of the input before the encoder (word dropout).
+
+    Not differential privacy on its own: `guarantee(base_guarantee, ...)`
+    is the amplified guarantee of the mechanism that follows it.
+    """
+
+    default_name = INPUT_PERTURBATION
+
+
+def privatization_layers(model):
+    """(input perturbation, mechanism) of a user-side model, found by
+    their fixed names among `model.layers`; None for each one absent.
+
+    Raises ArgumentError when a layer holds one of the names without being
+    of the matching kind, or when a randomized layer has another name (it
+    would be missed: fail closed).
+    """
+    found = {layer.name: layer for layer in model.layers}
+    for layer in model.layers:
+        if isinstance(layer, RandomizedLayer) and \
+                layer.name not in (PRIVATIZER, INPUT_PERTURBATION):
+            raise ArgumentError(
+                f"The {type(layer).__name__} of {model.name} is named "
+                f"{layer.name!r}; a user side's mechanism must be named "
+                f"{PRIVATIZER!r} and its input perturbation "
+                f"{INPUT_PERTURBATION!r} (the layers' default names) so that "
+                "export and evaluation find them.")
+    result = []
+    for name, kind in ((INPUT_PERTURBATION, InputPerturbation),
+                       (PRIVATIZER, PrivatizationLayer)):
+        layer = found.get(name)
+        if layer is not None and not isinstance(layer, kind):
+            raise ArgumentError(
+                f"The layer {name!r} of {model.name} is a "
+                f"{type(layer).__name__}, not a {kind.__name__}; the name "
+                f"{name!r} is reserved for it.")
+        result.append(layer)
+    return tuple(result)

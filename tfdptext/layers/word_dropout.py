@@ -11,7 +11,7 @@ from tfdptext.privacy import validation
 
 
 @keras.saving.register_keras_serializable(package="tfdptext")
-class WordDropout(base.PrivatizationLayer):
+class WordDropout(base.InputPerturbation):
     """Replaces round(d * rate) of the d real tokens by `mask_token_id`.
 
     DPNR's word dropout (Sec. 3.3.2): before the encoder, mask a share `rate`
