@@ -39,6 +39,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from tfdptext import rundir  # noqa: E402
 PROGRAMS = {"train": os.path.join(ROOT, "train", "tfdptext-train"),
             "export": os.path.join(ROOT, "export", "tfdptext-export"),
             "predict": os.path.join(ROOT, "export", "tfdptext-predict"),
@@ -110,13 +112,6 @@ def program(name, args, env=None, timeout=300):
         return f"usage error (exit {result.returncode})", lines[-1] \
             if lines else ""
     raise Silent(f"exit 0: {_first_line(result.stdout)}")
-
-
-def expect_program_error(name, args, check=None):
-    outcome = program(name, args)
-    if check is not None:
-        check()
-    return outcome
 
 
 # --- API: layers, privacy functions, Guarantee -----------------------------
@@ -569,7 +564,7 @@ def _(d):
     out = os.path.join(d, "run")
     outcome = program("train", TRAIN_FLAGS + [f"--preset={d}/nope",
                                               f"--output_dir={out}"])
-    if os.path.exists(os.path.join(out, "config.json")):
+    if os.path.exists(os.path.join(out, rundir.CONFIG)):
         raise Silent("left config.json: the corrected command is refused")
     return outcome
 
@@ -583,7 +578,7 @@ def _(d):
          f"--data_dir={d}", f"--preset={SHARED['preset']}",
          f"--output_dir={d}/run"], capture_output=True, text=True,
         timeout=600)
-    metrics = os.path.join(d, "run", "metrics.json")
+    metrics = os.path.join(d, "run", rundir.METRICS)
     if result.returncode == 0 and os.path.isfile(metrics):
         return "OK", ("trained on DIR/train.csv and DIR/test.csv (dev split "
                       "off train); metrics.json written")
@@ -596,14 +591,14 @@ def _(d):
 @case("train", "same command again on a finished run")
 def _(d):
     run = _copy_run(d)
-    before = os.path.getmtime(os.path.join(run, "metrics.json"))
+    before = os.path.getmtime(os.path.join(run, rundir.METRICS))
     result = subprocess.run(
         [sys.executable, PROGRAMS["train"], *SHARED["train_args"],
          f"--output_dir={run}"], capture_output=True, text=True)
     if result.returncode or "already finished" not in result.stdout:
         raise Silent(f"exit {result.returncode}: "
                      f"{_first_line(result.stdout)}")
-    if os.path.getmtime(os.path.join(run, "metrics.json")) != before:
+    if os.path.getmtime(os.path.join(run, rundir.METRICS)) != before:
         raise Silent("trained again")
     return "OK: says finished", _first_line(result.stdout)
 
@@ -611,7 +606,7 @@ def _(d):
 @case("train", "corrupt config.json in the run directory, same command")
 def _(d):
     run = _copy_run(d)
-    _truncate(os.path.join(run, "config.json"))
+    _truncate(os.path.join(run, rundir.CONFIG))
     return program("train", SHARED["train_args"] + [f"--output_dir={run}"])
 
 
@@ -619,7 +614,7 @@ def _(d):
 def _(d):
     out = os.path.join(d, "run")
     args = SHARED["train_args"][:-1] + ["--epochs=3", f"--output_dir={out}"]
-    meta = os.path.join(out, "backup", "training_metadata.json")
+    meta = os.path.join(out, rundir.BACKUP, rundir.BACKUP_RECORD)
 
     def ready():
         try:
@@ -634,7 +629,7 @@ def _(d):
     if result.returncode:
         return "TRACEBACK" if "Traceback" in result.stderr else \
             "usage error", _first_line(result.stderr.splitlines()[-1])
-    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    metrics = json.load(open(os.path.join(out, rundir.METRICS)))
     ran = metrics["epochs_run_this_session"]
     if ran != 3 - done:
         raise Silent(f"{done} epochs were done, the re-run ran {ran}")
@@ -675,7 +670,7 @@ def _(d):
 @case("export", "run with a truncated metrics.json")
 def _(d):
     run = _copy_run(d)
-    _truncate(os.path.join(run, "metrics.json"))
+    _truncate(os.path.join(run, rundir.METRICS))
     before = sorted(os.listdir(d))
     outcome = program("export", [f"--model_dir={run}",
                                  f"--output_dir={d}/exp"])
@@ -686,14 +681,14 @@ def _(d):
 @case("export", "run with config.json = {}")
 def _(d):
     run = _copy_run(d)
-    open(os.path.join(run, "config.json"), "w").write("{}")
+    open(os.path.join(run, rundir.CONFIG), "w").write("{}")
     return program("export", [f"--model_dir={run}", f"--output_dir={d}/exp"])
 
 
 @case("export", "run with a truncated user_side.keras")
 def _(d):
     run = _copy_run(d)
-    _truncate(os.path.join(run, "user_side.keras"))
+    _truncate(os.path.join(run, rundir.USER))
     return program("export", [f"--model_dir={run}", f"--output_dir={d}/exp"])
 
 
@@ -741,7 +736,7 @@ def _(d):
 @case("eval", "run whose split.json lacks \"tokenizer\"")
 def _(d):
     run = _copy_run(d)
-    path = os.path.join(run, "split.json")
+    path = os.path.join(run, rundir.SPLIT)
     split = json.load(open(path))
     split.pop("tokenizer")
     json.dump(split, open(path, "w"))
@@ -786,8 +781,8 @@ def _(d):
                             capture_output=True, text=True)
     if result.returncode:
         return "usage error", _first_line(result.stderr.splitlines()[-1])
-    if glob.glob(partial) or not os.path.isfile(os.path.join(out,
-                                                             "eval.json")):
+    if glob.glob(partial) or not os.path.isfile(os.path.join(
+            out, rundir.EVAL_RESULT)):
         raise Silent(f"left {glob.glob(partial)} or no eval.json")
     return "OK: clean evaluation", ("the kill left only the hidden partial "
                                     "dir; the re-run removed it and wrote "
@@ -797,9 +792,9 @@ def _(d):
 @case("train", "backup/training_metadata.json truncated, same command")
 def _(d):
     run = _copy_run(d)
-    os.remove(os.path.join(run, "metrics.json"))  # an unfinished run
+    os.remove(os.path.join(run, rundir.METRICS))  # an unfinished run
     os.makedirs(os.path.join(run, "backup"))
-    with open(os.path.join(run, "backup", "training_metadata.json"),
+    with open(os.path.join(run, rundir.BACKUP, rundir.BACKUP_RECORD),
               "w") as f:
         f.write('{"epoch": 1, "wei')
     return program("train", SHARED["train_args"] + [f"--output_dir={run}"])
@@ -808,21 +803,21 @@ def _(d):
 @case("predict", "export whose manifest.json is {}")
 def _(d):
     out = _copy_export(d)
-    open(os.path.join(out, "manifest.json"), "w").write("{}")
+    open(os.path.join(out, rundir.MANIFEST), "w").write("{}")
     return program("predict", [f"--export_dir={out}", "hello"])
 
 
 @case("predict", "export with a truncated privatizer.tflite")
 def _(d):
     out = _copy_export(d)
-    _truncate(os.path.join(out, "user", "privatizer.tflite"))
+    _truncate(os.path.join(out, rundir.PHONE_MODEL))
     return program("predict", [f"--export_dir={out}", "hello"])
 
 
 @case("predict", "export whose privatizer.tflite was swapped (same size)")
 def _(d):
     out = _copy_export(d)
-    path = os.path.join(out, "user", "privatizer.tflite")
+    path = os.path.join(out, rundir.PHONE_MODEL)
     data = bytearray(open(path, "rb").read())
     data[-1] ^= 0xFF
     open(path, "wb").write(bytes(data))

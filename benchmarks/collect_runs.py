@@ -4,14 +4,14 @@
     python benchmarks/collect_runs.py runs/ag_dpnr_*
 """
 
-import json
 import os
 import sys
 
+from tfdptext import rundir
+
 
 def _row(run_dir):
-    with open(os.path.join(run_dir, "metrics.json")) as f:
-        m = json.load(f)
+    m = rundir.RunDir(run_dir).read(rundir.METRICS, required=())
     p = m["parameters"]
     g = m["guarantee"]
     if g["unit"] == "none":
@@ -42,7 +42,7 @@ def main(run_dirs):
           " dev acc | test acc | train ex/s | train min |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for run_dir in run_dirs:
-        if os.path.isfile(os.path.join(run_dir, "metrics.json")):
+        if rundir.RunDir(run_dir).is_finished():
             print(_row(run_dir))
 
 

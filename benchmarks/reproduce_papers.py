@@ -15,6 +15,8 @@ import os
 from absl import app
 from absl import flags
 
+from tfdptext import rundir
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("runs_dir", "runs", "Where the runs are.")
 flags.DEFINE_string("img_dir", "docs/img", "Where to draw the plots.")
@@ -36,11 +38,11 @@ def _load(name, what):
 
 
 def _metrics(name):
-    return _load(name, ["metrics.json"])
+    return _load(name, [rundir.METRICS])
 
 
 def _eval(name):
-    return _load(name, ["eval", "eval.json"])
+    return _load(name, [rundir.EVAL, rundir.EVAL_RESULT])
 
 
 def _f(x, scale=100, digits=1):

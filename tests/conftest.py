@@ -36,3 +36,28 @@ def tiny_backbone():
     return keras_hub.models.BertBackbone(
         vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16,
         intermediate_dim=32, max_sequence_length=64)
+
+
+@pytest.fixture(scope="session")
+def tiny_preset(tmp_path_factory, tiny_backbone):
+    """`tiny_backbone` saved as a local keras-hub preset directory with the
+    MiniLM vocabulary, for `TrainConfig(preset=...)` and `--preset=`."""
+    import shutil
+
+    from tfdptext import models
+
+    path = str(tmp_path_factory.mktemp("preset") / "tiny")
+    tiny_backbone.save_to_preset(path)
+    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def programs():
+    """Paths of the launchers in train/, eval/ and export/, by name."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return {name: os.path.join(root, folder, f"tfdptext-{name}")
+            for folder, names in (("train", ("train", "demo")),
+                                  ("eval", ("eval", "sweep", "audit")),
+                                  ("export", ("export", "predict")))
+            for name in names}

@@ -192,13 +192,6 @@ def read_delimited(path, text_column, label_column, private_columns=(),
         value, path, line, num_classes, label_offset), private_num_classes)
 
 
-def read_jsonl(path, text_key, label_key, private_keys=(), num_classes=None):
-    """Reads one JSON object per line (integer labels) into Examples."""
-    rows = _jsonl_rows(path, text_key, label_key, private_keys)
-    return _examples(path, rows, lambda value, line: _parse_label(
-        value, path, line, num_classes))
-
-
 def _is_integer(value):
     if isinstance(value, bool):
         return False

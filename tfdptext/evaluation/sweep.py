@@ -17,15 +17,14 @@ Example:
 """
 
 import itertools
-import json
 import os
 
 import numpy as np
 
+from tfdptext import rundir
 from tfdptext import runfiles
 from tfdptext.errors import TfdptextError
 
-STATE = "sweep.json"
 LOCK = ".sweep.lock"
 
 
@@ -136,7 +135,8 @@ class Sweep:
         return os.path.join(self.output_dir, cell_name(cell))
 
     def eval_path(self, cell):
-        return os.path.join(self.run_dir(cell), "eval", "eval.json")
+        return os.path.join(self.run_dir(cell), rundir.EVAL,
+                            rundir.EVAL_RESULT)
 
     def run(self, log=print):
         runfiles.check_output_path(self.output_dir, error=SweepError)
@@ -151,7 +151,7 @@ class Sweep:
             if os.path.exists(self.eval_path(cell)):
                 log(f"{name}: done, skipped")
                 continue
-            if not os.path.exists(os.path.join(run_dir, "metrics.json")):
+            if not rundir.RunDir(run_dir).is_finished():
                 log(f"{name}: training")
                 self.train_fn(cell, run_dir)
             log(f"{name}: evaluating")
@@ -163,17 +163,15 @@ class Sweep:
         return self.summary()
 
     def _load_state(self):
-        path = os.path.join(self.output_dir, STATE)
+        path = os.path.join(self.output_dir, rundir.SWEEP_STATE)
         if os.path.exists(path):
             return runfiles.read_json(path, SweepError,
                                       required=("finished",))["finished"]
         return {}
 
     def _save_state(self, state):
-        path = os.path.join(self.output_dir, STATE)
-        with open(path + ".tmp", "w") as f:
-            json.dump({"finished": state}, f, indent=2)
-        os.replace(path + ".tmp", path)
+        rundir.write_json(os.path.join(self.output_dir, rundir.SWEEP_STATE),
+                          {"finished": state})
 
     def summary(self):
         """One row per finished cell: parameters, utility, privacy."""

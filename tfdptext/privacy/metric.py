@@ -43,13 +43,6 @@ def expected_noise_norm(eta, dimension):
     return dimension / eta
 
 
-def noise_norm_std(eta, dimension):
-    """Standard deviation of ||N||: sqrt(n) / eta."""
-    eta = validation.check_positive("eta", eta)
-    dimension = validation.check_int("dimension", dimension)
-    return float(np.sqrt(dimension)) / eta
-
-
 def sequence_distance(embeddings, token_ids_a, token_ids_b):
     """sum_i ||E[a_i] - E[b_i]||: the metric for two equal-length sequences."""
     a = np.asarray(token_ids_a)

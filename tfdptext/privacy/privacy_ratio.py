@@ -39,10 +39,6 @@ class DistanceStatistic:
     std_error: float = 0.0
     is_lower_bound: bool = False
 
-    def confidence_interval(self, z=1.96):
-        """A normal-approximation interval for a sampled average."""
-        return (self.value - z * self.std_error, self.value + z * self.std_error)
-
 
 def _check_points(points, metric):
     validation.check_choice("metric", metric, METRICS)
