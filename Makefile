@@ -14,11 +14,10 @@ export HF_HUB_OFFLINE := 1
 
 install: $(STAMP)
 
-# The programs are installed as copies of train/, eval/ and export/'s
-# scripts: reinstall when one of them changes.
-PROGRAMS := $(wildcard train/tfdptext-* eval/tfdptext-* export/tfdptext-*)
-
-$(STAMP): setup.py $(PROGRAMS)
+# The programs are console entry points into tfdptext/cli, installed in
+# editable mode: only a change of setup.py (the entry points, the
+# dependencies) needs a reinstall.
+$(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"

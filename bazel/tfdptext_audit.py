@@ -1,5 +1,6 @@
-"""Bazel main for eval/tfdptext-audit (see run_program.py)."""
+"""Bazel main of //:tfdptext-audit: runs tfdptext.cli.audit.main."""
 
-from run_program import run
+from tfdptext.cli import audit
 
-run("eval/tfdptext-audit")
+if __name__ == "__main__":
+    audit.main()

@@ -1,5 +1,6 @@
-"""Bazel main for train/tfdptext-demo (see run_program.py)."""
+"""Bazel main of //:tfdptext-demo: runs tfdptext.cli.demo.main."""
 
-from run_program import run
+from tfdptext.cli import demo
 
-run("train/tfdptext-demo")
+if __name__ == "__main__":
+    demo.main()

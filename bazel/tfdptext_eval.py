@@ -1,5 +1,6 @@
-"""Bazel main for eval/tfdptext-eval (see run_program.py)."""
+"""Bazel main of //:tfdptext-eval: runs tfdptext.cli.evaluate.main."""
 
-from run_program import run
+from tfdptext.cli import evaluate
 
-run("eval/tfdptext-eval")
+if __name__ == "__main__":
+    evaluate.main()

@@ -1,5 +1,6 @@
-"""Bazel main for export/tfdptext-export (see run_program.py)."""
+"""Bazel main of //:tfdptext-export: runs tfdptext.cli.export.main."""
 
-from run_program import run
+from tfdptext.cli import export
 
-run("export/tfdptext-export")
+if __name__ == "__main__":
+    export.main()

@@ -1,5 +1,6 @@
-"""Bazel main for export/tfdptext-predict (see run_program.py)."""
+"""Bazel main of //:tfdptext-predict: runs tfdptext.cli.predict.main."""
 
-from run_program import run
+from tfdptext.cli import predict
 
-run("export/tfdptext-predict")
+if __name__ == "__main__":
+    predict.main()

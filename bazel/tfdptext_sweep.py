@@ -1,5 +1,6 @@
-"""Bazel main for eval/tfdptext-sweep (see run_program.py)."""
+"""Bazel main of //:tfdptext-sweep: runs tfdptext.cli.sweep.main."""
 
-from run_program import run
+from tfdptext.cli import sweep
 
-run("eval/tfdptext-sweep")
+if __name__ == "__main__":
+    sweep.main()

@@ -1,5 +1,6 @@
-"""Bazel main for train/tfdptext-train (see run_program.py)."""
+"""Bazel main of //:tfdptext-train: runs tfdptext.cli.train.main."""
 
-from run_program import run
+from tfdptext.cli import train
 
-run("train/tfdptext-train")
+if __name__ == "__main__":
+    train.main()

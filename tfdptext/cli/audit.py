@@ -1,0 +1,135 @@
+"""Audits the privatization mechanisms: an empirical lower bound on epsilon.
+
+    tfdptext-audit --samples=200000 --tflite --include_broken \\
+        --output=audit.md
+
+For every mechanism, draws --samples releases per neighbouring input at the
+worst case for the mechanism's unit, and bounds epsilon from below with
+threshold tests and Clopper-Pearson intervals (the family holds with
+probability --confidence). A claim below its bound is refuted (FAIL).
+--include_broken adds deliberately broken Laplace variants, which must
+FAIL; the exit status is 1 when any row is not as expected.
+"""
+
+import sys
+import time
+
+from absl import flags
+
+from tfdptext.cli import program
+
+FLAGS = flags.FLAGS
+NAME = "tfdptext-audit"
+ALL = "all"
+# The fewest releases per side the auditor accepts.
+MIN_SAMPLES = 100
+
+
+def define_flags(flag_values=FLAGS):
+    """Defines tfdptext-audit's flags in `flag_values`."""
+    flags.DEFINE_list("mechanisms", [ALL],
+                      f"Mechanisms to audit, or '{ALL}' (the Python layers, "
+                      "plus the TFLite models with --tflite and the broken "
+                      "variants with --include_broken).",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("samples", 200000,
+                         "Releases per neighbouring input (half select the "
+                         "tests, half evaluate them).",
+                         lower_bound=MIN_SAMPLES, flag_values=flag_values)
+    flags.DEFINE_float("confidence", 0.95,
+                       "Probability that every bound holds, in (0, 1).",
+                       flag_values=flag_values)
+    flags.register_validator("confidence", lambda c: 0.0 < c < 1.0,
+                             "--confidence must be in (0, 1).",
+                             flag_values=flag_values)
+    flags.DEFINE_string("output", None,
+                        "Also write the results: JSON if the path ends in "
+                        ".json, else markdown.", flag_values=flag_values)
+    flags.DEFINE_bool("include_broken", False,
+                      "Also audit the deliberately broken variants "
+                      "(tfdptext.audit.broken), which must FAIL.",
+                      flag_values=flag_values)
+    flags.DEFINE_bool("tflite", False,
+                      "Also audit privatizer models converted to TFLite, run "
+                      "in ai-edge-litert's Interpreter.",
+                      flag_values=flag_values)
+
+
+def _selected(mechanisms):
+    """The mechanisms that --mechanisms, --tflite and --include_broken
+    name, in order, each once."""
+    from tfdptext.errors import ArgumentError
+
+    if not FLAGS.mechanisms:
+        raise ArgumentError(f"`mechanisms` must name at least one "
+                            f"mechanism (or {ALL}).")
+    names = []
+    for name in FLAGS.mechanisms:
+        if name == ALL:
+            names += list(mechanisms.MECHANISMS)
+            if FLAGS.tflite:
+                names += list(mechanisms.TFLITE_MECHANISMS)
+            if FLAGS.include_broken:
+                names += list(mechanisms.BROKEN_MECHANISMS)
+        elif name in mechanisms.ALL_MECHANISMS:
+            names.append(name)
+        else:
+            raise ArgumentError(
+                f"--mechanisms: unknown mechanism {name!r}; choose from "
+                f"{ALL}, {', '.join(mechanisms.ALL_MECHANISMS)}.")
+    return list(dict.fromkeys(names))
+
+
+def audit(argv):
+    """The program: audits every selected mechanism; exit status 1 when a
+    row is not as expected."""
+    from tfdptext.errors import ArgumentError
+
+    if len(argv) > 1:
+        raise ArgumentError(f"Unexpected arguments: {argv[1:]}.")
+    # TFLite conversion logs every SavedModel it writes; keep the table
+    # readable.
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)
+    from tfdptext.audit import auditor
+    from tfdptext.audit import mechanisms
+
+    results = []
+    for name in _selected(mechanisms):
+        start = time.time()
+        result = auditor.audit(mechanisms.ALL_MECHANISMS[name](),
+                               FLAGS.samples, FLAGS.confidence)
+        results.append(result)
+        print(f"{name}: claim {result.claim:.4g}, lower bound "
+              f"{result.lower_bound:.4f}, {result.verdict.upper()} "
+              f"({time.time() - start:.1f} s)", flush=True)
+    _report(auditor, results)
+    unexpected = [r.mechanism for r in results if not r.as_expected]
+    if unexpected:
+        print(f"\nNot as expected (a correct mechanism refuted or a broken "
+              f"one not caught): {', '.join(unexpected)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _report(auditor, results):
+    """The results table, printed and written to --output."""
+    table = auditor.markdown_table(results)
+    print("\n" + table)
+    if FLAGS.output:
+        with open(FLAGS.output, "w") as f:
+            if FLAGS.output.endswith(".json"):
+                f.write(auditor.to_json(results, indent=2) + "\n")
+            else:
+                f.write(table + "\n")
+
+
+def main():
+    """The console entry point of tfdptext-audit."""
+    define_flags()
+    program.run(NAME, __name__, audit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Splits a trained run into a TFLite phone model and a TF Serving model.
+
+    tfdptext-export --model_dir=runs/ag_eps0.05 --output_dir=exports/ag_eps0.05
+
+Writes user/privatizer.tflite (builtin ops only, no seeded random op;
+dynamic-range int8 by default, --quantization=float32 on request), the
+vocabulary and tokenizer settings, server/<name>/<version>/ (a SavedModel
+with a `serving_default` signature whose inputs are the release only) and
+manifest.json. The output directory must not exist; a failed export leaves
+nothing behind. The export is written into a hidden
+`.<name>.partial-<pid>` beside --output_dir (the TFLite converter's
+temporary files included) and renamed when complete; one left by a killed
+export is removed by the next export into the same parent, so re-running
+the same command gives a clean export.
+"""
+
+import os
+import sys
+
+from absl import flags
+
+from tfdptext.cli import program
+
+FLAGS = flags.FLAGS
+NAME = "tfdptext-export"
+
+
+def define_flags(flag_values=FLAGS):
+    """Defines tfdptext-export's flags in `flag_values`."""
+    from tfdptext.export import exporter
+
+    flags.DEFINE_string("model_dir", None, "A tfdptext-train run directory.",
+                        required=True, flag_values=flag_values)
+    flags.DEFINE_string("output_dir", None, "New directory for the export.",
+                        required=True, flag_values=flag_values)
+    flags.DEFINE_enum("quantization", "int8", exporter.QUANTIZATIONS,
+                      "Weights of the phone model.", flag_values=flag_values)
+    flags.DEFINE_string("model_name", None, "TF Serving model name "
+                        "(default: the run directory's name).",
+                        flag_values=flag_values)
+    flags.DEFINE_integer("version", 1, "TF Serving model version.",
+                         flag_values=flag_values)
+    flags.DEFINE_bool("tokenizer_in_graph", False,
+                      "Also write user/privatizer_text_in.tflite, which takes "
+                      "the sentence as a string (TF Text's FastBertTokenizer; "
+                      "needs the TF Text TFLite kernels in the app).",
+                      flag_values=flag_values)
+    flags.DEFINE_enum(
+        "noise_source", exporter.NOISE_INPUT, exporter.NOISE_SOURCES,
+        f"{exporter.NOISE_INPUT} (default): the phone model takes an int32 "
+        "`random_words` tensor that the app fills from the platform's "
+        "secure generator for every release; bad words make the release "
+        f"unusable (NaN / id -1). {exporter.NOISE_INTERNAL} (opt-in, NOT "
+        "recommended): the model draws its noise with TFLite's RANDOM_* "
+        "kernels, keyed from one 32-bit seed per app process, so an "
+        "attacker with the .tflite and one release can recover the seed and "
+        "remove the noise; the manifest's guarantee says so.",
+        flag_values=flag_values)
+
+
+def _check_paths():
+    """A new --output_dir and an existing --model_dir, before any work."""
+    from tfdptext import runfiles
+    from tfdptext.errors import ArgumentError
+
+    runfiles.check_output_path(FLAGS.output_dir)
+    if os.path.exists(FLAGS.output_dir):
+        raise ArgumentError(
+            f"`output_dir` {FLAGS.output_dir} exists; choose a new "
+            "directory (exports are never overwritten).")
+    if not os.path.isdir(FLAGS.model_dir):
+        raise ArgumentError(f"`model_dir`: {FLAGS.model_dir} is not a "
+                            "directory.")
+
+
+def export(argv):
+    """The program: exports --model_dir into --output_dir."""
+    del argv
+    _check_paths()
+    from tfdptext.export import exporter
+
+    manifest = exporter.export_run(
+        FLAGS.model_dir, FLAGS.output_dir, FLAGS.quantization,
+        FLAGS.model_name, FLAGS.version, noise_source=FLAGS.noise_source,
+        tokenizer_in_graph=FLAGS.tokenizer_in_graph,
+        command=" ".join([NAME] + sys.argv[1:]))
+    _print_summary(manifest)
+
+
+def _print_summary(manifest):
+    """What was written, and where the phone model's randomness comes
+    from."""
+    user = manifest["files"]["user/privatizer.tflite"]["bytes"]
+    print(f"Exported {FLAGS.model_dir} -> {FLAGS.output_dir}")
+    print(f"  user/privatizer.tflite: {user / 2**20:.1f} MiB "
+          f"({manifest['user']['quantization']})")
+    contract = manifest["user"]["randomness"]
+    if "input" in contract:
+        print(f"  randomness: the app fills `{contract['input']}` with "
+              f"{contract['bytes']} fresh bytes from its secure generator "
+              "for every call (see manifest.json)")
+    else:
+        print("  WARNING: noise from the model's own TFLite RANDOM_* ops, "
+              "keyed from 32 bits per app process: predictable by an "
+              "attacker who has the .tflite and one release.")
+    print(f"  {manifest['server']['path']}: signature serving_default, "
+          f"inputs {list(manifest['server']['inputs'])}")
+
+
+def main():
+    """The console entry point of tfdptext-export."""
+    define_flags()
+    program.run(NAME, __name__, export)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Runs an export end to end on this machine, no TF Serving binary needed.
+
+    tfdptext-predict --export_dir=exports/ag_eps0.05 "some text" ...
+
+The TFLite user model privatizes each sentence (as the phone would); its
+output alone goes to the SavedModel's serving_default signature. Prints what
+was released, the predicted label's name (and index), the probabilities and
+the guarantee.
+"""
+
+from absl import flags
+
+from tfdptext.cli import program
+
+FLAGS = flags.FLAGS
+NAME = "tfdptext-predict"
+
+
+def define_flags(flag_values=FLAGS):
+    """Defines tfdptext-predict's flags in `flag_values`."""
+    flags.DEFINE_string("export_dir", None, "A tfdptext-export directory.",
+                        required=True, flag_values=flag_values)
+
+
+def predict(argv):
+    """The program: classifies the sentences given as arguments."""
+    from tfdptext.errors import ArgumentError
+
+    texts = argv[1:]
+    if not texts:
+        raise ArgumentError("Give at least one sentence to classify.")
+    import numpy as np
+
+    from tfdptext.export.local import ExportedPipeline
+    from tfdptext.privacy import Guarantee
+
+    pipeline = ExportedPipeline(FLAGS.export_dir)
+    released = pipeline.privatize(texts)
+    answer = pipeline.serve(released)
+    main_output = [k for k in released if k != "padding_mask"][0]
+    for i, text in enumerate(texts):
+        shown = np.array2string(np.ravel(released[main_output][i])[:6],
+                                precision=3)
+        print(f"{text!r}\n  released {main_output}: {shown} ...\n"
+              f"  label {answer['label_name'][i]} "
+              f"({int(answer['label'][i])}), probabilities "
+              f"{np.array2string(answer['probabilities'][i], precision=3)}")
+    print(Guarantee.from_dict(pipeline.manifest["guarantee"]))
+
+
+def main():
+    """The console entry point of tfdptext-predict."""
+    define_flags()
+    program.run(NAME, __name__, predict)
+
+
+if __name__ == "__main__":
+    main()

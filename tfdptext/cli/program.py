@@ -1,0 +1,65 @@
+"""Running a tfdptext program under absl: --help and usage errors.
+
+A `TfdptextError` (a bad flag, data file, run or output directory: input
+the user can fix) ends the program with `<program>: error: <message>` on
+stderr and exit status 2, no traceback. Any other exception is a bug and
+keeps its traceback; absl's own flag errors stay absl's.
+
+Pure Python: importing it never pulls in TensorFlow.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+
+from tfdptext.errors import ArgumentError
+from tfdptext.errors import TfdptextError
+
+FLAGS = flags.FLAGS
+USAGE_ERROR_STATUS = 2
+
+
+def run(name, module_name, program):
+    """Runs `program(argv)` as the program `name` with absl's app.run.
+
+    The flags that the module `module_name` (the program's tfdptext.cli
+    module) defined, and its docstring, make --help.
+    """
+    _lend_help(module_name)
+    app.run(with_usage_errors(name, program))
+
+
+def with_usage_errors(name, program):
+    """`program` (argv -> exit status), printing a TfdptextError as a
+    usage error of the program `name` (status 2)."""
+
+    def main(argv):
+        try:
+            return program(argv)
+        except TfdptextError as err:
+            print(f"{name}: error: {err}", file=sys.stderr)
+            sys.exit(USAGE_ERROR_STATUS)
+
+    return main
+
+
+def checked(check, *args):
+    """`check(*args)`, for a library check that reports bad input as a
+    plain ValueError: that ValueError is raised as an ArgumentError, so it
+    reads as a usage error."""
+    try:
+        return check(*args)
+    except TfdptextError:
+        raise
+    except ValueError as err:
+        raise ArgumentError(str(err)) from err
+
+
+def _lend_help(module_name):
+    """absl's --help shows __main__'s docstring and the key flags of
+    sys.argv[0]; a console script or launcher is __main__, so both are
+    taken from the program's module."""
+    sys.modules["__main__"].__doc__ = sys.modules[module_name].__doc__
+    for flag in FLAGS.get_flags_for_module(module_name):
+        FLAGS.register_key_flag_for_module(sys.argv[0], flag)
