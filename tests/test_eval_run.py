@@ -234,6 +234,7 @@ def test_release_batches_cut_to_longest_text_match_full_length(runs):
     texts = ["the staff was great .", "mary said the delivery was slow "
              "after school and really bad , she told us ."]
     released, features = run.releases(texts, batch_size=1)
-    full = np.asarray(run.user(features, training=False))
+    full = np.asarray(run.user(features, training=False)
+                      ["private_representation"])
     np.testing.assert_allclose(released["private_representation"], full,
                                atol=1e-5)

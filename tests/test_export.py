@@ -12,6 +12,8 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 from tfdptext import data
+from tfdptext import rundir
+from tfdptext import runfiles
 from tfdptext import serving
 from tfdptext import training
 from tfdptext.export import exporter
@@ -55,7 +57,8 @@ def _keras_reference(run_dir, texts):
     server = keras.models.load_model(
         os.path.join(run_dir, "server_side.keras"))
     released = user.predict(features, verbose=0)
-    return released, server.predict(released, verbose=0).argmax(axis=1)
+    return (released["private_representation"],
+            server.predict(released, verbose=0).argmax(axis=1))
 
 
 def _cosine(a, b):
@@ -103,8 +106,8 @@ def test_robust_export_builtins_unseeded_fresh_noise(runs):
     assert not np.array_equal(outputs[0], outputs[1])
     for name, info in manifest["files"].items():
         assert os.path.getsize(os.path.join(out, name)) == info["bytes"]
-    assert manifest["files"]["user/privatizer.tflite"]["sha256"] == \
-        exporter._sha256(path)
+    assert manifest["files"][rundir.PHONE_MODEL]["sha256"] == \
+        runfiles.sha256_file(path)
 
 
 def test_server_signature_names_and_shape_check(runs):
@@ -131,7 +134,8 @@ def test_bad_inputs_write_nothing(runs, tmp_path, monkeypatch):
     existing.mkdir()
     with pytest.raises(exporter.ExportError, match="exists"):
         exporter.export_run(runs["none"], str(existing))
-    with pytest.raises(exporter.ExportError, match="user/server split"):
+    with pytest.raises(exporter.ExportError,
+                       match="not a finished tfdptext run"):
         exporter.export_run(str(tmp_path), str(tmp_path / "a"))
     old = tmp_path / "old_run"
     shutil.copytree(runs["none"], old)
@@ -207,7 +211,7 @@ def _clean_release(run_dir):
         if layer is not None:
             layer.noise = False
     return np.asarray(user({**FEED, "segment_ids": np.zeros_like(
-        FEED["token_ids"])}))
+        FEED["token_ids"])})["private_representation"])
 
 
 def test_a_replaced_or_escaping_file_is_refused(runs, tmp_path):
@@ -355,28 +359,48 @@ def test_tokenizer_in_graph_matches_ids_model(runs):
 
 
 def test_exported_internal_noise_matches_laplace(runs):
-    import keras
     from scipy import stats
-
-    from tfdptext.layers import base
 
     out = str(runs["base"] / "exp_noise")
     exporter.export_run(runs["robust"], out, quantization="float32",
                         noise_source="internal")
     runner = Interpreter(model_path=os.path.join(
         out, "user", "privatizer.tflite")).get_signature_runner()
-    feed = {"token_ids": np.array([[101, 2307, 2326, 102] + [0] * 12],
-                                  np.int32),
-            "padding_mask": np.array([[1] * 4 + [0] * 12], np.int32)}
-    user = keras.models.load_model(os.path.join(runs["robust"],
-                                                "user_side.keras"))
-    for layer in user._flatten_layers():
-        if isinstance(layer, base.PrivatizationLayer):
-            layer.noise = False
-    clean = user.predict({**feed, "segment_ids": np.zeros_like(
-        feed["token_ids"])}, verbose=0)
-    noise = np.concatenate([runner(**feed)["private_representation"] - clean
+    clean = _clean_release(runs["robust"])
+    noise = np.concatenate([runner(**FEED)["private_representation"] - clean
                             for _ in range(400)])
     # epsilon = 2 per coordinate: Lap(0.5), 6,400 draws.
     assert stats.kstest(noise.ravel(), stats.laplace(scale=0.5).cdf
                         ).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("mode", ["token_rep", "text_to_text"])
+def test_token_level_export_round_trip(runs, tmp_path, mode):
+    """A token-level run exports with random words; the pipeline sends
+    the release with the padding mask, as the spec says, and the server
+    answers."""
+    from tfdptext.models import split_spec
+
+    config = json.load(open(os.path.join(runs["none"], "config.json")))
+    config.update(mode=mode, mechanism=None, eta=20.0, epochs=1,
+                  max_train_examples=64, max_dev_examples=32)
+    run = str(tmp_path / mode)
+    training.train(training.TrainConfig(**config), run,
+                   dataset=runs["corpus"], verbose=0)
+    out = str(tmp_path / "export")
+    manifest = exporter.export_run(run, out, quantization="float32")
+    spec = split_spec.get(manifest["split_point"])
+    dim = None if not spec.feature_axis else 16
+    assert list(manifest["server"]["inputs"]) == [
+        info.name for info in spec.signature_inputs(16, dim)]
+    assert list(manifest["user"]["outputs"]) == [spec.release]
+    assert "random_words" in manifest["user"]["inputs"]
+    pipeline = ExportedPipeline(out)
+    texts = ["the staff was friendly", "terrible delivery"]
+    released = pipeline.privatize(texts)
+    assert sorted(released) == sorted(manifest["server"]["inputs"])
+    assert released[spec.release].dtype.name == spec.release_dtype
+    answer = pipeline.serve(released)
+    assert answer["probabilities"].shape == (2, 2)
+    np.testing.assert_allclose(answer["probabilities"].sum(axis=1), 1.0,
+                               rtol=1e-5)

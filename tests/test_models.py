@@ -52,11 +52,12 @@ def test_sequence_split_composes_and_releases_noise(tiny_backbone, tokenizer):
         input_dropout=layers.WordDropout(0.3, tokenizer.mask_id,
                                          tokenizer.structural_token_ids))
     f = _features(tokenizer)
-    released = split.user(f).numpy()
+    released = split.user(f)["private_representation"].numpy()
     assert released.shape == (2, 16)
-    assert not np.array_equal(released, split.user(f).numpy())
+    assert not np.array_equal(
+        released, split.user(f)["private_representation"].numpy())
     assert split.model(f).shape == (2, 3)
-    assert split.server.inputs[0].shape == (None, 16)
+    assert split.server.input["private_representation"].shape == (None, 16)
     g = split.guarantee(max_tokens=14)
     assert g.unit == g_lib.PER_TOKEN_SUBSTITUTION
     assert g.mechanism == "word_dropout+laplace"

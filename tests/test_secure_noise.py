@@ -125,8 +125,9 @@ def test_secure_user_side_adds_laplace_from_os_entropy():
     clean_user = _seq_split()  # reference weights copied below
     clean_user.user.set_weights(split.user.get_weights())
     clean_user.privatizer.noise = False
-    clean = np.asarray(clean_user.user({**FEATURES, "segment_ids":
-                                        np.zeros_like(FEATURES["token_ids"])}))
+    segments = np.zeros_like(FEATURES["token_ids"])
+    clean = np.asarray(clean_user.user({**FEATURES, "segment_ids": segments})
+                       ["private_representation"])
     side = secure.SecureUserSide(split.user, split.split_point)
     released = side(FEATURES)["private_representation"]
     assert released.shape == (300, 8)
@@ -138,7 +139,7 @@ def test_secure_user_side_adds_laplace_from_os_entropy():
     # The user side itself is unchanged: called directly it still adds its
     # own noise and says so.
     direct = np.asarray(split.user({**FEATURES, "segment_ids": np.zeros_like(
-        FEATURES["token_ids"])}))
+        FEATURES["token_ids"])})["private_representation"])
     assert np.abs(direct - clean).mean() > 0.1
     assert split.guarantee().randomness == randomness.TENSORFLOW_UNSEEDED
 

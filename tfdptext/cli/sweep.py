@@ -117,7 +117,7 @@ def _cells():
         raise ArgumentError(f"`train_flagfile`: no file "
                             f"{FLAGS.train_flagfile}.")
     runfiles.check_output_path(FLAGS.output_dir)
-    cells = program.checked(sweep.parse_grid, FLAGS.grid)
+    cells = sweep.parse_grid(FLAGS.grid)
     x_name = FLAGS.x or list(cells[0])[-1]
     if x_name not in cells[0]:
         raise ArgumentError(f"`x`: {x_name} is not a --grid name "

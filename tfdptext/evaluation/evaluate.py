@@ -4,10 +4,10 @@ privacy and membership inference, side by side with the formal guarantee.
 `evaluate` is what `tfdptext-eval` runs. It writes into `output_dir`
 (atomically: into a hidden `.<name>.partial-<pid>` sibling, moved into
 place when complete; see `evaluate`):
-    eval.json        every number, with its sample size
-    predictions.npz  test labels and predictions (for gap-change tests)
-    *.png            plots (attackers, fairness, deniability)
-    report.md        a readable report of all of it
+    rundir.EVAL_RESULT  every number, with its sample size
+    PREDICTIONS         test labels and predictions (for gap-change tests)
+    *.png               plots (attackers, fairness, deniability)
+    rundir.EVAL_REPORT  a readable report of all of it
 """
 
 import json
@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from tfdptext import data as data_lib
+from tfdptext import rundir
 from tfdptext import runfiles
 from tfdptext.errors import TfdptextError
 from tfdptext.evaluation import attacker as attacker_lib
@@ -24,13 +25,13 @@ from tfdptext.evaluation import fairness
 from tfdptext.evaluation import inversion
 from tfdptext.evaluation import metrics
 from tfdptext.evaluation.release import TrainedRun
-from tfdptext.models import split as split_lib
 from tfdptext.privacy.guarantee import Guarantee
 from tfdptext.privacy import validation
 
-EVAL = "eval.json"
+EVAL = rundir.EVAL_RESULT
+REPORT = rundir.EVAL_REPORT
+# Not (yet) among tfdptext.rundir's names.
 PREDICTIONS = "predictions.npz"
-REPORT = "report.md"
 
 
 class EvaluationError(TfdptextError):
@@ -39,12 +40,8 @@ class EvaluationError(TfdptextError):
 
 
 def _sha256(path):
-    import hashlib
-
-    if not os.path.isfile(path):
-        return None
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    """The file's SHA-256, or None when it is absent."""
+    return runfiles.sha256_file(path) if os.path.isfile(path) else None
 
 
 def evaluation_options(model_dir, dataset=None, private_attributes=None,
@@ -58,8 +55,8 @@ def evaluation_options(model_dir, dataset=None, private_attributes=None,
     every argument that changes the numbers."""
     options = {
         "model_dir": os.path.abspath(model_dir),
-        "run_metrics_sha256": _sha256(os.path.join(model_dir,
-                                                   "metrics.json")),
+        "run_metrics_sha256": _sha256(
+            rundir.RunDir(model_dir).file(rundir.METRICS)),
         "dataset": None if dataset is None else {
             "name": dataset.name,
             "sizes": {k: len(v) for k, v in dataset.splits.items()}},
@@ -292,6 +289,20 @@ def gap_changes(labels, predicted, private, attributes, baseline_dir):
             for a in attributes}
 
 
+def token_recovery(spec, released, ids, mask, table, special):
+    """{"accuracy", "n_tokens"}: the share of real, non-special input
+    tokens an eavesdropper recovers from a token-level release. Released
+    ids are read as they are (the changed share's complement); released
+    embeddings are inverted by their nearest table row."""
+    value = released[spec.release]
+    if not spec.releases_token_ids:
+        return inversion.inversion_accuracy(value, ids, mask, table, special)
+    keep = mask > 0
+    changed = deniability.changed_share(ids[keep], value[keep], special)
+    count = int((keep & ~np.isin(ids, special)).sum())
+    return {"accuracy": 1.0 - changed, "n_tokens": count}
+
+
 def token_level(run, released, features, num_tokens, num_samples, seed=0):
     """Inversion accuracy, changed share and plausible deniability of a
     d_chi token-level run (Qu et al. Sec. 5.3-5.4)."""
@@ -300,16 +311,7 @@ def token_level(run, released, features, num_tokens, num_samples, seed=0):
     table = run.embedding_table()
     special = run.tokenizer.special_token_ids
     ids, mask = features["token_ids"], features["padding_mask"]
-    if run.split_point == split_lib.TOKEN:
-        inv = inversion.inversion_accuracy(released["token_embeddings"], ids,
-                                           mask, table, special)
-    else:
-        keep = mask > 0
-        changed = deniability.changed_share(ids[keep],
-                                            released["token_ids"][keep],
-                                            special)
-        count = int((keep & ~np.isin(ids, special)).sum())
-        inv = {"accuracy": 1.0 - changed, "n_tokens": count}
+    inv = token_recovery(run.spec, released, ids, mask, table, special)
     eta = run.config["eta"]
     privatizer = offline.DChiCorpusPrivatizer(table, eta, special)
     tokens = inversion.regular_token_sample(ids, mask, special, num_tokens,
@@ -420,8 +422,7 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
                 result["gap_change"] = gap_changes(
                     test.labels, predicted, test.private, attributes,
                     baseline_eval)
-        if run.split_point != split_lib.SEQUENCE and \
-                run.config["mechanism"] == "dchi":
+        if run.spec.per_token and run.config["mechanism"] == "dchi":
             result["token_level"] = token_level(
                 run, released["test"], features["test"],
                 deniability_tokens, deniability_samples, seed)

@@ -9,33 +9,17 @@ device. `attack_features` turns a
 release into one vector per text for attackers; `predict` runs the server.
 """
 
-import os
-
 import numpy as np
 
+from tfdptext import rundir
 from tfdptext import runfiles
-from tfdptext.errors import TfdptextError
-
 from tfdptext.data.tokenization import TextTokenizer
-from tfdptext.models import split as split_lib
+from tfdptext.errors import TfdptextError
+from tfdptext.models import split_spec
 
 
 class RunError(TfdptextError):
     """The directory is not a usable trained run, or does not fit the data."""
-
-
-def _read_json(path, required=()):
-    """A run file's JSON object; RunError naming the file and what is
-    wrong (truncated, not JSON, a required key absent)."""
-    return runfiles.read_json(path, RunError, required=required)
-
-
-# The keys of each run file TrainedRun reads.
-_REQUIRED_KEYS = {
-    "config.json": ("mode", "mechanism", "max_length", "dataset"),
-    "split.json": ("split_point", "guarantee", "tokenizer"),
-    "metrics.json": (),
-}
 
 
 def _load_keras(path):
@@ -67,56 +51,42 @@ class TrainedRun:
     >>> run.predict(released).argmax(axis=1)
     """
 
-    FILES = ("config.json", "split.json", "metrics.json", "user_side.keras",
-             "server_side.keras", "vocab.txt")
-
     def __init__(self, model_dir, vocabulary=None):
-        if not os.path.isdir(model_dir):
-            raise RunError(f"`model_dir`: {model_dir} is not a directory.")
-        missing = [f for f in self.FILES
-                   if not os.path.exists(os.path.join(model_dir, f))]
-        if missing:
-            raise RunError(f"`model_dir`: {model_dir} is not a finished "
-                           f"tfdptext run (missing {missing}).")
+        self.run = rundir.RunDir(model_dir, RunError)
+        self.config, self.split, self.metrics = self.run.check_finished(
+            "model_dir")
         self.model_dir = model_dir
-        self.config = _read_json(os.path.join(model_dir, "config.json"),
-                                 _REQUIRED_KEYS["config.json"])
-        self.split = _read_json(os.path.join(model_dir, "split.json"),
-                                _REQUIRED_KEYS["split.json"])
-        self.metrics = _read_json(os.path.join(model_dir, "metrics.json"))
-        for name in ("user_side.keras", "server_side.keras"):
-            runfiles.check_keras_file(os.path.join(model_dir, name),
-                                      RunError)
-        if os.path.getsize(os.path.join(model_dir, "vocab.txt")) == 0:
-            raise RunError(f"{model_dir}/vocab.txt is empty.")
         self.tokenizer = TextTokenizer.from_config(
-            os.path.join(model_dir, "vocab.txt"), self.split["tokenizer"])
+            self.run.file(rundir.VOCAB), self.split["tokenizer"])
         if vocabulary is not None:
-            other = TextTokenizer(vocabulary)
-            if other.vocabulary_sha256() != self.tokenizer.vocabulary_sha256():
-                raise RunError(
-                    "The tokenizer asked for is not the model's: its "
-                    f"vocabulary ({other.vocabulary_size} tokens, SHA-256 "
-                    f"{other.vocabulary_sha256()[:12]}) differs from "
-                    f"{model_dir}/vocab.txt ({self.tokenizer.vocabulary_size}"
-                    f" tokens, SHA-256 {self.tokenizer.vocabulary_sha256()[:12]}"
-                    "); evaluate with the run's own tokenizer.")
-        self.split_point = self.split["split_point"]
-        if self.split_point not in split_lib.SPLIT_POINTS:
-            raise RunError(f"{model_dir}/split.json: unknown split point "
-                           f"{self.split_point!r}.")
-        self.user = _load_keras(os.path.join(model_dir, "user_side.keras"))
-        self.server = _load_keras(
-            os.path.join(model_dir, "server_side.keras"))
+            self._check_vocabulary(vocabulary)
+        self.spec = split_spec.get(self.split["split_point"], RunError,
+                                   self.run.file(rundir.SPLIT))
+        self.split_point = self.spec.name
+        self.user = _load_keras(self.run.file(rundir.USER))
+        self.server = _load_keras(self.run.file(rundir.SERVER))
+
+    def _check_vocabulary(self, vocabulary):
+        """RunError unless `vocabulary` is the run's own."""
+        other = TextTokenizer(vocabulary)
+        if other.vocabulary_sha256() != self.tokenizer.vocabulary_sha256():
+            raise RunError(
+                "The tokenizer asked for is not the model's: its "
+                f"vocabulary ({other.vocabulary_size} tokens, SHA-256 "
+                f"{other.vocabulary_sha256()[:12]}) differs from "
+                f"{self.run.file(rundir.VOCAB)} "
+                f"({self.tokenizer.vocabulary_size} tokens, SHA-256 "
+                f"{self.tokenizer.vocabulary_sha256()[:12]}); evaluate with "
+                "the run's own tokenizer.")
 
     @staticmethod
     def read_config(model_dir):
         """The run's config.json as a dict (without loading the models)."""
-        path = os.path.join(model_dir, "config.json")
-        if not os.path.exists(path):
-            raise RunError(f"`model_dir`: {model_dir} holds no config.json; "
-                           "is it a tfdptext run?")
-        return _read_json(path, ("dataset", "data_dir"))
+        run = rundir.RunDir(model_dir, RunError)
+        if not run.exists(rundir.CONFIG):
+            raise RunError(f"`model_dir`: {model_dir} holds no "
+                           f"{rundir.CONFIG}; is it a tfdptext run?")
+        return run.read(rundir.CONFIG, required=("dataset", "data_dir"))
 
     @property
     def guarantee(self):
@@ -141,21 +111,12 @@ class TrainedRun:
         return self._secure_user
 
     def embedding_table(self):
-        """The (vocabulary, dim) token embedding table the release uses
-        (token-level splits), or None."""
-        from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
+        """The public (vocabulary, dim) token embedding table the release's
+        tokens index (`tfdptext.models.split.release_embedding_table`), or
+        None (sequence split)."""
+        from tfdptext.models import split as split_lib
 
-        for layer in self.user._flatten_layers():
-            if isinstance(layer, DChiTextPrivatizer):
-                return np.asarray(layer.embeddings.numpy())
-        if self.split_point == split_lib.TOKEN:
-            for layer in self.user._flatten_layers():
-                if type(layer).__name__ == "ReversibleEmbedding" or \
-                        type(layer).__name__ == "Embedding":
-                    table = np.asarray(layer.embeddings.numpy())
-                    if table.shape[0] == self.tokenizer.vocabulary_size:
-                        return table
-        return None
+        return split_lib.release_embedding_table(self.user)
 
     def features(self, texts):
         return {k: v.numpy() for k, v in self.tokenizer(list(texts)).items()}
@@ -182,15 +143,8 @@ class TrainedRun:
             batch = {k: v[start:start + batch_size, :length]
                      for k, v in features.items()}
             out = self._release(batch)
-            part = {}
-            for k, v in out.items():
-                v = np.asarray(v)
-                if v.ndim >= 2 and v.shape[1] == length and length < full:
-                    pad = [(0, 0), (0, full - length)] + [(0, 0)] * (
-                        v.ndim - 2)
-                    value = self.tokenizer.pad_id if k == "token_ids" else 0
-                    v = np.pad(v, pad, constant_values=value)
-                part[k] = v
+            part = {k: self._pad(k, np.asarray(v), full)
+                    for k, v in out.items()}
             parts.append(part)
             if bar is not None:
                 bar.add(len(batch["token_ids"]))
@@ -198,54 +152,47 @@ class TrainedRun:
                     for k in parts[0]}
         return released, features
 
+    def _pad(self, key, value, full):
+        """A token-level output of a cut batch, padded back to `full`
+        positions with the spec's pad value."""
+        if not self.spec.per_token or value.shape[1] >= full:
+            return value
+        pad = [(0, 0), (0, full - value.shape[1])] + [(0, 0)] * (
+            value.ndim - 2)
+        return np.pad(value, pad, constant_values=self.spec.pad_value(
+            key, self.tokenizer.pad_id))
+
     def _release(self, batch):
-        """The user side's release of one batch, noise from os.urandom; a
-        user side without noise (modes none, adv) is run as it is."""
+        """The user side's release of one batch (a dict keyed by
+        `spec.released_keys`), noise from os.urandom; a user side without
+        noise (modes none, adv) is run as it is."""
         from tfdptext.models import secure
 
         dropout, privatizer = secure.find_layers(self.user)
         if dropout is None and privatizer is None:
             out = self.user(batch, training=False)
-            if not isinstance(out, dict):
-                out = {secure.RELEASE_NAMES[self.split_point]: out}
-            return dict(out)
-        out = self.secure_user(batch)
-        if self.split_point != split_lib.SEQUENCE:
-            # Released with the tokens: they reveal only the length.
-            out["padding_mask"] = batch["padding_mask"]
-            out["segment_ids"] = np.zeros_like(batch["padding_mask"])
-        return out
+            return {k: np.asarray(out[k]) for k in self.spec.released_keys}
+        return self.spec.with_mask(self.secure_user(batch),
+                                   batch["padding_mask"])
 
     def attack_features(self, released, table=None):
-        """One float vector per text from a release, for attackers.
-
-        Sequence split: the released vector. Token embeddings: their mean
-        over real tokens. Privatized token ids: the mean of the public
-        embedding table's rows for them (an eavesdropper knows the table).
-        """
-        if self.split_point == split_lib.SEQUENCE:
-            return np.asarray(released["private_representation"],
-                              np.float32)
-        mask = np.asarray(released["padding_mask"], np.float32)[..., None]
-        if self.split_point == split_lib.TOKEN:
-            vectors = released["token_embeddings"]
-        else:
-            table = self.embedding_table() if table is None else table
-            vectors = table[released["token_ids"]]
-        return ((vectors * mask).sum(axis=1)
-                / np.maximum(mask.sum(axis=1), 1.0)).astype(np.float32)
+        """One float vector per text from a release, for attackers (the
+        spec's `attack_features`): the released vector, the mean of the
+        token embeddings over real tokens, or the mean of the public
+        embedding table's rows for the privatized ids."""
+        if self.spec.releases_token_ids and table is None:
+            table = self.embedding_table()
+        return self.spec.attack_features(released, table)
 
     def predict(self, released, batch_size=256):
         """The server's class probabilities for a release."""
         import keras
 
-        n = len(next(iter(released.values())))
+        n = len(released[self.spec.release])
         probs = []
         for start in range(0, n, batch_size):
-            batch = {k: v[start:start + batch_size]
-                     for k, v in released.items()}
-            if self.split_point == split_lib.SEQUENCE:
-                batch = batch["private_representation"]
+            batch = {k: released[k][start:start + batch_size]
+                     for k in self.spec.released_keys}
             logits = self.server(batch, training=False)
             probs.append(np.asarray(keras.ops.softmax(logits, axis=-1)))
         return np.concatenate(probs)

@@ -1,9 +1,12 @@
-"""report.md and PNG plots of one evaluation (see evaluate.py)."""
+"""The report (rundir.EVAL_REPORT) and PNG plots of one evaluation (see
+evaluate.py)."""
 
 import os
 
 import numpy as np
 
+from tfdptext import rundir
+from tfdptext.models import split_spec
 from tfdptext.privacy.guarantee import Guarantee
 
 
@@ -98,18 +101,10 @@ def _ms(stat):
 
 
 def _release_text(result):
-    point = result["split_point"]
-    if point == "sequence_representation":
-        what = "one vector per text (the pooled encoder output"
-        what += ", normalised and noised)" if result["mechanism"] != "none" \
-            else ", NOT privatized)"
-    elif point == "token_representation":
-        what = ("one noisy token embedding per token, with the padding mask "
-                "(which reveals the length)")
-    else:
-        what = ("privatized token ids, with the padding mask (which reveals "
-                "the length)")
-    return what
+    """What leaves the phone, from the split point's spec (its "NOT
+    privatized" variant for mechanism none)."""
+    return split_spec.get(result["split_point"]).describe(
+        private=result["mechanism"] != "none")
 
 
 def write_report(result, output_dir):
@@ -201,7 +196,7 @@ def write_report(result, output_dir):
                          f"{_f(r['attacker_advantage'])} |")
     for name in result.get("plots", []):
         lines += ["", f"![{name}]({name})"]
-    path = os.path.join(output_dir, "report.md")
+    path = os.path.join(output_dir, rundir.EVAL_REPORT)
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(lines) + "\n")
     os.replace(path + ".tmp", path)

@@ -23,6 +23,7 @@ import numpy as np
 
 from tfdptext import rundir
 from tfdptext import runfiles
+from tfdptext.errors import ArgumentError
 from tfdptext.errors import TfdptextError
 
 LOCK = ".sweep.lock"
@@ -85,24 +86,25 @@ def parse_grid(specs):
     """["epsilon=0.05,0.1", "mode=a,b"] -> the list of cells (dicts),
     the Cartesian product in the order given."""
     if not specs:
-        raise ValueError("`grid` needs at least one name=v1,v2,... entry.")
+        raise ArgumentError(
+            "`grid` needs at least one name=v1,v2,... entry.")
     axes = []
     for spec in specs:
         name, sep, values = spec.partition("=")
         name = name.strip().lstrip("-")
         parts = [v.strip() for v in values.split(",") if v.strip()]
         if not sep or not name or not parts:
-            raise ValueError(f"`grid` entry {spec!r} must look like "
-                             "name=v1,v2,...")
+            raise ArgumentError(f"`grid` entry {spec!r} must look like "
+                                "name=v1,v2,...")
         if name in [a for a, _ in axes]:
-            raise ValueError(f"`grid` names {name!r} twice.")
+            raise ArgumentError(f"`grid` names {name!r} twice.")
         if name not in GRID_FIELDS:
-            raise ValueError(
+            raise ArgumentError(
                 f"`grid` entry {spec!r}: {name!r} is not a training setting; "
                 f"allowed: {', '.join(GRID_FIELDS)}.")
         values = [_value(v) for v in parts]
         if len(set(values)) != len(values):
-            raise ValueError(f"`grid` entry {spec!r} repeats a value.")
+            raise ArgumentError(f"`grid` entry {spec!r} repeats a value.")
         axes.append((name, values))
     return [dict(zip([a for a, _ in axes], combo))
             for combo in itertools.product(*[v for _, v in axes])]

@@ -5,17 +5,12 @@ plain Interpreter (builtins only, as on a phone) and its output is fed to the
 SavedModel's `serving_default` signature loaded with tf.saved_model.load.
 """
 
-import os
-
 import numpy as np
 
-from tfdptext import runfiles
+from tfdptext import rundir
 from tfdptext.errors import TfdptextError
 from tfdptext.models import secure
-
-# What ExportedPipeline reads from manifest.json.
-MANIFEST_KEYS = ("split_point", "guarantee", "user.file", "user.tokenizer",
-                 "user.inputs", "server.path", "server.signature")
+from tfdptext.models import split_spec
 
 
 class ExportDirError(TfdptextError):
@@ -29,63 +24,11 @@ def _first_line(err):
 
 
 def check_export_dir(export_dir):
-    """The manifest of a complete export; ExportDirError otherwise.
-
-    Checks, before loading anything: the directory, manifest.json (valid
-    JSON with the keys used), that every file the manifest lists is there
-    with the size it records (a truncated .tflite or SavedModel file is
-    caught here), the vocabulary, and the server SavedModel directory.
-    """
-    if not os.path.isdir(export_dir):
-        raise ExportDirError(f"`export_dir`: {export_dir} is not a "
-                             "directory.")
-    path = os.path.join(export_dir, "manifest.json")
-    if not os.path.isfile(path):
-        raise ExportDirError(f"`export_dir`: {export_dir} holds no "
-                             "manifest.json; is it a tfdptext export?")
-    manifest = runfiles.read_json(path, ExportDirError,
-                                  required=MANIFEST_KEYS)
-    root = os.path.realpath(export_dir)
-    listed = [manifest["server"]["path"], manifest["user"]["file"],
-              *(manifest.get("files") or {})]
-    for rel in listed:
-        inside = os.path.realpath(os.path.join(export_dir, str(rel)))
-        if os.path.commonpath([root, inside]) != root:
-            raise ExportDirError(
-                f"{path}: the path {rel!r} points outside {export_dir}; "
-                "the manifest was tampered with.")
-    server_dir = os.path.join(export_dir, manifest["server"]["path"])
-    if not os.path.isdir(server_dir):
-        raise ExportDirError(
-            f"{server_dir}: no such directory (manifest.json's server.path);"
-            " the export is incomplete: export the run again.")
-    files = manifest.get("files") or {}
-    for rel in (manifest["user"]["file"], "user/vocab.txt"):
-        if not os.path.isfile(os.path.join(export_dir, rel)):
-            raise ExportDirError(f"{os.path.join(export_dir, rel)}: no such "
-                                 "file; the export is incomplete.")
-    for rel, record in sorted(files.items()):
-        file = os.path.join(export_dir, rel)
-        if not os.path.isfile(file):
-            raise ExportDirError(f"{file}: no such file (listed in "
-                                 "manifest.json); the export is incomplete.")
-        size = record.get("bytes") if isinstance(record, dict) else None
-        if size is not None and os.path.getsize(file) != size:
-            raise ExportDirError(
-                f"{file} is {os.path.getsize(file)} bytes, manifest.json "
-                f"says {size}: it was truncated or replaced; export the run "
-                "again.")
-        digest = record.get("sha256") if isinstance(record, dict) else None
-        if digest is not None and _sha256(file) != digest:
-            raise ExportDirError(
-                f"{file}: SHA-256 {_sha256(file)[:16]}... differs from "
-                f"manifest.json's {str(digest)[:16]}...: the file was "
-                "replaced or corrupted; export the run again.")
-    return manifest
-
-
-_sha256 = runfiles.sha256_file
-
+    """The manifest of a complete export; ExportDirError otherwise (see
+    `tfdptext.rundir.ExportDir.check`: the manifest, paths that stay
+    inside, every listed file's size and SHA-256, the vocabulary and the
+    server SavedModel directory)."""
+    return rundir.ExportDir(export_dir, ExportDirError).check()
 
 
 class ExportedPipeline:
@@ -102,11 +45,15 @@ class ExportedPipeline:
 
         from tfdptext.data.tokenization import TextTokenizer
 
-        self.manifest = check_export_dir(export_dir)
+        export = rundir.ExportDir(export_dir, ExportDirError)
+        self.manifest = export.check()
+        self.spec = split_spec.get(self.manifest["split_point"],
+                                   ExportDirError,
+                                   export.file(rundir.MANIFEST))
         user = self.manifest["user"]
         self.tokenizer = TextTokenizer.from_config(
-            os.path.join(export_dir, "user", "vocab.txt"), user["tokenizer"])
-        model_path = os.path.join(export_dir, user["file"])
+            export.file(rundir.EXPORT_VOCAB), user["tokenizer"])
+        model_path = export.file(user["file"])
         try:
             self.interpreter = Interpreter(model_path=model_path,
                                            num_threads=num_threads)
@@ -117,14 +64,14 @@ class ExportedPipeline:
                 f"{_first_line(err)}); the export is corrupt: export the "
                 "run again.") from None
         server = self.manifest["server"]
-        server_path = os.path.join(export_dir, server["path"])
+        server_path = export.file(server["path"])
         try:
             loaded = tf.saved_model.load(server_path)
             self.serve_fn = loaded.signatures[server["signature"]]
         except KeyError:
             raise ExportDirError(
                 f"{server_path} has no signature {server['signature']!r} "
-                "(manifest.json's server.signature).") from None
+                f"({rundir.MANIFEST}'s server.signature).") from None
         except Exception as err:  # noqa: BLE001 (TF raises many types)
             raise ExportDirError(
                 f"{server_path} is not a loadable SavedModel ("
@@ -155,8 +102,10 @@ class ExportedPipeline:
             released.append(out)
         out = {k: np.concatenate([r[k] for r in released])
                for k in released[0]}
-        if self.manifest["split_point"] != "sequence_representation":
-            out["padding_mask"] = mask
+        if self.spec.mask_travels:
+            # The app sends the padding mask with the release; the server
+            # makes the segment ids.
+            out[split_spec.PADDING_MASK] = mask
         return out
 
     def serve(self, released):

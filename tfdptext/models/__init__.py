@@ -10,7 +10,9 @@ from tfdptext.models.presets import minilm_directory
 from tfdptext.models.presets import resolve_preset
 from tfdptext.models.split import SPLIT_POINTS
 from tfdptext.models.split import SplitModel
+from tfdptext.models.split import release_embedding_table
 from tfdptext.models.split import sequence_representation_split
 from tfdptext.models.split import text_to_text_split
 from tfdptext.models.split import token_embedding_table
 from tfdptext.models.split import token_representation_split
+from tfdptext.models.split_spec import SplitSpec

@@ -37,17 +37,11 @@ import tensorflow as tf
 
 from tfdptext.errors import TfdptextError
 from tfdptext.layers import base as layers_base
-from tfdptext.layers.word_dropout import WordDropout
 from tfdptext.models import split as split_lib
+from tfdptext.models import split_spec
 from tfdptext.privacy import randomness
 
 RANDOM_WORDS = "random_words"
-# Name of the release in each split point's phone model output.
-RELEASE_NAMES = {
-    split_lib.SEQUENCE: "private_representation",
-    split_lib.TOKEN: "token_embeddings",
-    split_lib.TEXT_TO_TEXT: "token_ids",
-}
 INVALID_TOKEN_ID = -1
 _UNIFORM_SCALE = 2.0**-24
 # Longest buffer whose duplicates are counted by sorting; longer buffers
@@ -113,17 +107,9 @@ def _bucket_collisions(words):
 
 
 def find_layers(user):
-    """(input dropout or None, privatization layer or None) of a user side."""
-    found = [layer for layer in user._flatten_layers()
-             if isinstance(layer, layers_base.PrivatizationLayer)]
-    dropouts = [l for l in found if isinstance(l, WordDropout)]
-    mechanisms = [l for l in found if not isinstance(l, WordDropout)]
-    if len(dropouts) > 1 or len(mechanisms) > 1:
-        raise ValueError(
-            "A user side holds at most one word dropout and one "
-            f"privatization layer; this one has {[l.name for l in found]}.")
-    return (dropouts[0] if dropouts else None,
-            mechanisms[0] if mechanisms else None)
+    """(input perturbation or None, privatization layer or None) of a user
+    side, by their fixed names (`tfdptext.layers.base`)."""
+    return layers_base.privatization_layers(user)
 
 
 class _RandomWordsNoise(keras.layers.Layer):
@@ -152,9 +138,7 @@ class _RandomWordsNoise(keras.layers.Layer):
                                           uniforms[:, offset:offset + length])
             offset += length
         with layers_base.randomness_from_caller():
-            released = self.user(features)
-        value = released if not isinstance(released, dict) else \
-            released[self.release_name]
+            value = self.user(features)[self.release_name]
         if self.privatizer is not None:
             shape = self.privatizer.uniforms_shape(value.shape)
             part = tf.reshape(uniforms[:, offset:],
@@ -167,9 +151,7 @@ class _RandomWordsNoise(keras.layers.Layer):
         return layers_base.nan_unless(ok, value)
 
     def compute_output_spec(self, features, random_words):
-        released = self.user.compute_output_spec(features)
-        if isinstance(released, dict):
-            released = released[self.release_name]
+        released = self.user.compute_output_spec(features)[self.release_name]
         return keras.KerasTensor(released.shape, dtype=released.dtype)
 
 
@@ -184,12 +166,12 @@ def words_per_example(user, split_point, max_length):
 
 
 def _release_spec(user, split_point, max_length):
-    spec = {name: keras.KerasTensor((1, max_length), dtype="int32")
-            for name in split_lib.FEATURES}
-    released = user.compute_output_spec(spec)
-    if isinstance(released, dict):
-        released = released[RELEASE_NAMES[split_point]]
-    return released
+    """The KerasTensor of the user side's release for one example of
+    `max_length` tokens."""
+    features = {name: keras.KerasTensor((1, max_length), dtype="int32")
+                for name in split_lib.FEATURES}
+    return user.compute_output_spec(features)[
+        split_spec.get(split_point).release]
 
 
 def secure_user_model(user, split_point, max_length):
@@ -200,9 +182,7 @@ def secure_user_model(user, split_point, max_length):
     {release name: release}. The user model itself is unchanged (called
     directly, it still draws its own noise).
     """
-    if split_point not in RELEASE_NAMES:
-        raise ValueError(f"`split_point` must be one of "
-                         f"{tuple(RELEASE_NAMES)}, received {split_point!r}.")
+    name = split_spec.get(split_point).release
     dropout, privatizer = find_layers(user)
     num_words = words_per_example(user, split_point, max_length)
     if num_words == 0:
@@ -218,7 +198,6 @@ def secure_user_model(user, split_point, max_length):
     words = keras.Input((num_words,), dtype="int32", name=RANDOM_WORDS)
     features = {"token_ids": ids, "padding_mask": mask,
                 "segment_ids": keras.ops.zeros_like(ids)}
-    name = RELEASE_NAMES[split_point]
     value = _RandomWordsNoise(user, name, dropout, privatizer,
                               name="noise_from_random_words")(features, words)
     return keras.Model({"token_ids": ids, "padding_mask": mask,
@@ -264,7 +243,7 @@ class SecureUserSide:
             privatizer, dropout, max_tokens, randomness.OS_ENTROPY)
         self.user = user
         self.split_point = split_point
-        self.release_name = RELEASE_NAMES[split_point]
+        self.release_name = split_spec.get(split_point).release
         self._models = {}
 
     def model(self, length):

@@ -12,26 +12,38 @@ Split points (Qu et al. Sec. 3.3; DPNR):
   segments, encoder, classifier.
 - `text_to_text`: user = token ids -> privatized token ids; server = the
   whole model on privatized ids.
+
+Every user side returns a dict keyed by its split point's
+`tfdptext.models.split_spec.SplitSpec.released_keys` (the release, plus the
+padding mask and segment ids for the token-level splits), and every server
+takes that same dict.
 """
 
 import dataclasses
 
 import keras
 
+from tfdptext.errors import ArgumentError
 from tfdptext.layers import base as layers_base
+from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
 from tfdptext.layers.word_dropout import WordDropout
+from tfdptext.models import split_spec
 from tfdptext.models.pooling import MaskedMeanPooling
+from tfdptext.models.split_spec import SEQUENCE
+from tfdptext.models.split_spec import SPLIT_POINTS  # noqa: F401
+from tfdptext.models.split_spec import TEXT_TO_TEXT
+from tfdptext.models.split_spec import TOKEN
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import laplace
 from tfdptext.privacy import randomness as randomness_lib
 from tfdptext.privacy import validation
 
-SEQUENCE = "sequence_representation"
-TOKEN = "token_representation"
-TEXT_TO_TEXT = "text_to_text"
-SPLIT_POINTS = (SEQUENCE, TOKEN, TEXT_TO_TEXT)
 POOLINGS = ("mean", "cls")
 FEATURES = ("token_ids", "segment_ids", "padding_mask")
+# The name of the token embedding layer on the token split's user side (the
+# keras-hub backbone's `token_embedding`): evaluation reads the public
+# embedding table from the layer of this name.
+TOKEN_EMBEDDING = "token_embedding"
 
 
 @dataclasses.dataclass
@@ -39,8 +51,9 @@ class SplitModel:
     """A model cut into a user side and a server side.
 
     Attributes:
-        user: the on-device model; its output is all the server receives.
-        server: the server model, whose inputs are the user side's outputs.
+        user: the on-device model; its output, a dict keyed by
+            `spec.released_keys`, is all the server receives.
+        server: the server model; it takes the user side's output dict.
         model: server(user(inputs)), trainable as one.
         split_point: one of SPLIT_POINTS.
         privatizer: the privatization layer (None for a non-private model).
@@ -53,6 +66,16 @@ class SplitModel:
     split_point: str
     privatizer: object = None
     input_dropout: object = None
+
+    @property
+    def spec(self):
+        """The `tfdptext.models.split_spec.SplitSpec` of the split point."""
+        return split_spec.get(self.split_point)
+
+    def release_of(self, released):
+        """The release tensor in a user-side output dict (e.g. the pooled
+        representation an attacker head reads)."""
+        return released[self.spec.release]
 
     def freeze_user_side(self):
         """Privacy-constrained fine-tuning: the server cannot update it."""
@@ -90,8 +113,17 @@ def user_side_guarantee(privatizer, input_dropout=None, max_tokens=None,
 
 
 def feature_inputs(sequence_length=None, names=FEATURES):
+    """int32 Keras Inputs (batch, sequence_length) for the named features."""
     return {name: keras.Input((sequence_length,), dtype="int32", name=name)
             for name in names}
+
+
+def released_inputs(spec, sequence_length=None, dim=None):
+    """The server model's Keras Inputs: one per key of the user side's
+    output (`spec.released_keys`)."""
+    return {info.name: keras.Input(info.shape[1:], dtype=info.dtype,
+                                   name=info.name)
+            for info in spec.released_infos(sequence_length, dim)}
 
 
 def _check(num_classes, pooling, classifier_dropout):
@@ -101,6 +133,7 @@ def _check(num_classes, pooling, classifier_dropout):
 
 
 def _pool(backbone, sequence_output, padding_mask, pooling):
+    """One vector per text: masked mean, or BERT's [CLS] pooler."""
     if pooling == "mean":
         # The [CLS] pooler is unused: keep it out of the trainable weights.
         backbone.pooled_dense.trainable = False
@@ -109,25 +142,21 @@ def _pool(backbone, sequence_output, padding_mask, pooling):
     return backbone.pooled_dense(sequence_output[:, 0, :])
 
 
-def _classifier(representation, num_classes, dropout, hidden_units=()):
-    x = keras.layers.Dropout(dropout, name="classifier_dropout")(
-        representation)
-    for i, units in enumerate(hidden_units):
-        x = keras.layers.Dense(units, activation="relu",
-                               name=f"classifier_hidden_{i}")(x)
-    return keras.layers.Dense(num_classes, name="logits")(x)
+@dataclasses.dataclass(frozen=True)
+class _Head:
+    """The server's classifier: dropout, hidden ReLU layers, logits."""
 
+    num_classes: int
+    dropout: float
+    hidden_units: tuple = ()
 
-def _server_and_model(inputs, user, server_inputs, representation,
-                      num_classes, classifier_dropout, hidden_units):
-    """The server model on `representation`, and server(user(inputs))."""
-    server = keras.Model(
-        server_inputs,
-        _classifier(representation, num_classes, classifier_dropout,
-                    hidden_units),
-        name="server_side")
-    model = keras.Model(inputs, server(user(inputs)), name="split_classifier")
-    return server, model
+    def __call__(self, representation):
+        x = keras.layers.Dropout(self.dropout, name="classifier_dropout")(
+            representation)
+        for i, units in enumerate(self.hidden_units):
+            x = keras.layers.Dense(units, activation="relu",
+                                   name=f"classifier_hidden_{i}")(x)
+        return keras.layers.Dense(self.num_classes, name="logits")(x)
 
 
 def _as_list(privatizers):
@@ -139,10 +168,46 @@ def _as_list(privatizers):
 
 
 def _noise_layer(layers):
-    noise = [l for l in layers if isinstance(l, layers_base.PrivatizationLayer)]
+    """The one mechanism among `layers`, or None."""
+    noise = [layer for layer in layers
+             if isinstance(layer, layers_base.PrivatizationLayer)]
     if len(noise) > 1:
-        raise ValueError("Give at most one noise layer per split model.")
+        raise ArgumentError("Give at most one noise layer per split model.")
     return noise[0] if noise else None
+
+
+def _passthrough(inputs):
+    """Padding mask and segment ids, released as they are.
+
+    They go through Identity layers: a functional model whose outputs are
+    its own inputs cannot be called inside another model (the phone
+    wrapper at export) and stay connected.
+    """
+    return {name: keras.layers.Identity(name=f"released_{name}")(
+        inputs[name]) for name in split_spec.MASK_KEYS}
+
+
+def _user_side(spec, inputs, release):
+    """The user-side model: features -> {release name: release, [padding
+    mask, segment ids]}; its randomized layers must carry their fixed
+    names (`tfdptext.layers.base.privatization_layers`)."""
+    released = {spec.release: release}
+    if spec.mask_travels:
+        released.update(_passthrough(inputs))
+    user = keras.Model(inputs, released, name="user_side")
+    layers_base.privatization_layers(user)
+    return user
+
+
+def _split_model(spec, inputs, user, server_inputs, representation, head,
+                 privatizer=None, input_dropout=None):
+    """The SplitModel: the server (`head` on `representation`, computed
+    from `server_inputs`) and server(user(inputs))."""
+    server = keras.Model(server_inputs, head(representation),
+                         name="server_side")
+    model = keras.Model(inputs, server(user(inputs)), name="split_classifier")
+    return SplitModel(user, server, model, spec.name, privatizer,
+                      input_dropout)
 
 
 def sequence_representation_split(backbone, num_classes, privatizers=None,
@@ -150,6 +215,8 @@ def sequence_representation_split(backbone, num_classes, privatizers=None,
                                   classifier_dropout=0.1, hidden_units=(),
                                   sequence_length=None):
     """User: [WordDropout] -> encoder -> pooling -> privatizers; server: MLP.
+
+    The user side returns {"private_representation": (batch, dim)}.
 
     Args:
         backbone: a keras-hub BertBackbone.
@@ -161,10 +228,11 @@ def sequence_representation_split(backbone, num_classes, privatizers=None,
         pooling: "mean" (MiniLM's) or "cls" (BERT's pooled output).
     """
     _check(num_classes, pooling, classifier_dropout)
+    spec = split_spec.get(SEQUENCE)
     layers = _as_list(privatizers)
     if input_dropout is not None and not isinstance(input_dropout,
                                                     WordDropout):
-        raise ValueError("`input_dropout` must be a WordDropout layer.")
+        raise ArgumentError("`input_dropout` must be a WordDropout layer.")
     inputs = feature_inputs(sequence_length)
     features = input_dropout(inputs) if input_dropout else inputs
     encoded = backbone({k: features[k] for k in FEATURES})
@@ -172,24 +240,12 @@ def sequence_representation_split(backbone, num_classes, privatizers=None,
               pooling)
     for layer in layers:
         x = layer(x)
-    user = keras.Model(inputs, x, name="user_side")
-    released = keras.Input((x.shape[-1],), name="private_representation")
-    server, model = _server_and_model(inputs, user, released, released,
-                                      num_classes, classifier_dropout,
-                                      hidden_units)
-    return SplitModel(user, server, model, SEQUENCE, _noise_layer(layers),
-                      input_dropout)
-
-
-def _passthrough(inputs):
-    """Padding mask and segment ids, released as they are.
-
-    They go through Identity layers: a functional model whose outputs are
-    its own inputs cannot be called inside another model (the phone
-    wrapper at export) and stay connected.
-    """
-    return {name: keras.layers.Identity(name=f"released_{name}")(
-        inputs[name]) for name in ("padding_mask", "segment_ids")}
+    user = _user_side(spec, inputs, x)
+    server_inputs = released_inputs(spec, sequence_length, x.shape[-1])
+    return _split_model(
+        spec, inputs, user, server_inputs, server_inputs[spec.release],
+        _Head(num_classes, classifier_dropout, tuple(hidden_units)),
+        _noise_layer(layers), input_dropout)
 
 
 def encode_token_embeddings(backbone, token_embeddings, segment_ids,
@@ -205,53 +261,78 @@ def encode_token_embeddings(backbone, token_embeddings, segment_ids,
     return x
 
 
+def _token_embedding(backbone):
+    """The backbone's token embedding layer, which must be named
+    TOKEN_EMBEDDING (evaluation finds the table by that name)."""
+    layer = backbone.token_embedding
+    if layer.name != TOKEN_EMBEDDING:
+        raise ArgumentError(
+            f"The backbone's token embedding layer is named {layer.name!r}; "
+            f"the token split needs it named {TOKEN_EMBEDDING!r} (a "
+            "keras-hub backbone's default).")
+    return layer
+
+
 def token_representation_split(backbone, num_classes, privatizer,
                                pooling="mean", classifier_dropout=0.1,
                                hidden_units=(), sequence_length=None):
     """User: token embedding -> privatizer (e.g. DChiNoise); server: rest.
 
-    The user side releases the noisy token embeddings with the padding mask
-    and segment ids (which reveal only the length).
+    The user side returns {"token_embeddings", "padding_mask",
+    "segment_ids"}: the noisy token embeddings with the padding mask and
+    segment ids (which reveal only the length).
     """
     _check(num_classes, pooling, classifier_dropout)
+    spec = split_spec.get(TOKEN)
     inputs = feature_inputs(sequence_length)
-    noisy = privatizer(backbone.token_embedding(inputs["token_ids"]))
-    released = {"token_embeddings": noisy, **_passthrough(inputs)}
-    user = keras.Model(inputs, released, name="user_side")
-    server_inputs = {
-        "token_embeddings": keras.Input(
-            (sequence_length, noisy.shape[-1]), name="token_embeddings"),
-        **feature_inputs(sequence_length, ("padding_mask", "segment_ids")),
-    }
+    noisy = privatizer(_token_embedding(backbone)(inputs["token_ids"]))
+    user = _user_side(spec, inputs, noisy)
+    server_inputs = released_inputs(spec, sequence_length, noisy.shape[-1])
     x = encode_token_embeddings(
-        backbone, server_inputs["token_embeddings"],
+        backbone, server_inputs[spec.release],
         server_inputs["segment_ids"], server_inputs["padding_mask"])
     x = _pool(backbone, x, server_inputs["padding_mask"], pooling)
-    server, model = _server_and_model(inputs, user, server_inputs, x,
-                                      num_classes, classifier_dropout,
-                                      hidden_units)
-    return SplitModel(user, server, model, TOKEN, privatizer)
+    return _split_model(
+        spec, inputs, user, server_inputs, x,
+        _Head(num_classes, classifier_dropout, tuple(hidden_units)),
+        privatizer)
 
 
 def text_to_text_split(backbone, num_classes, privatizer, pooling="mean",
                        classifier_dropout=0.1, hidden_units=(),
                        sequence_length=None):
-    """User: token ids -> privatized ids; server: the whole model."""
+    """User: token ids -> privatized ids; server: the whole model.
+
+    The user side returns {"token_ids", "padding_mask", "segment_ids"}.
+    """
     _check(num_classes, pooling, classifier_dropout)
+    spec = split_spec.get(TEXT_TO_TEXT)
     inputs = feature_inputs(sequence_length)
-    released = {"token_ids": privatizer(inputs["token_ids"]),
-                **_passthrough(inputs)}
-    user = keras.Model(inputs, released, name="user_side")
-    server_inputs = feature_inputs(sequence_length)
-    encoded = backbone(server_inputs)
+    user = _user_side(spec, inputs, privatizer(inputs["token_ids"]))
+    server_inputs = released_inputs(spec, sequence_length)
+    encoded = backbone({k: server_inputs[k] for k in FEATURES})
     x = _pool(backbone, encoded["sequence_output"],
               server_inputs["padding_mask"], pooling)
-    server, model = _server_and_model(inputs, user, server_inputs, x,
-                                      num_classes, classifier_dropout,
-                                      hidden_units)
-    return SplitModel(user, server, model, TEXT_TO_TEXT, privatizer)
+    return _split_model(
+        spec, inputs, user, server_inputs, x,
+        _Head(num_classes, classifier_dropout, tuple(hidden_units)),
+        privatizer)
 
 
 def token_embedding_table(backbone):
     """The backbone's (vocabulary, dim) token embedding matrix as numpy."""
     return keras.ops.convert_to_numpy(backbone.token_embedding.embeddings)
+
+
+def release_embedding_table(user):
+    """The public (vocabulary, dim) table a user side's released tokens
+    index, as numpy: the d_chi text privatizer's table, else the layer
+    named TOKEN_EMBEDDING (token split); None when the user side has
+    neither (sequence split)."""
+    _, privatizer = layers_base.privatization_layers(user)
+    if isinstance(privatizer, DChiTextPrivatizer):
+        return keras.ops.convert_to_numpy(privatizer.embeddings)
+    for layer in user.layers:
+        if layer.name == TOKEN_EMBEDDING:
+            return keras.ops.convert_to_numpy(layer.embeddings)
+    return None
