@@ -62,6 +62,7 @@ setup(
     entry_points={
         "console_scripts": [
             "tfdptext-train=tfdptext.cli.train:main",
+            "tfdptext-pretrain=tfdptext.cli.pretrain:main",
             "tfdptext-demo=tfdptext.cli.demo:main",
             "tfdptext-eval=tfdptext.cli.evaluate:main",
             "tfdptext-sweep=tfdptext.cli.sweep:main",

@@ -252,3 +252,21 @@ def test_console_scripts_import_and_expose_main():
         [launcher] = [p for p in launchers if os.path.basename(p) == name]
         package, _, short = module.rpartition(".")
         assert f"from {package} import {short}" in open(launcher).read()
+
+
+@pytest.mark.parametrize("flag, named", [
+    ("--eta=0", "`eta`"),
+    ("--eta=80 --objective=probabilistic --num_privatizations=1",
+     "`num_privatizations`")])
+def test_pretrain_refuses_bad_flags_before_any_work(tmp_path, flag, named):
+    out = tmp_path / "mlm"
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "train", "tfdptext-pretrain"),
+         *flag.split(), f"--output_dir={out}"],
+        capture_output=True, text=True, env=ENV, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    [line] = [line for line in result.stderr.splitlines()
+              if line.startswith("tfdptext-pretrain: error:")]
+    assert named in line
+    assert "Traceback" not in result.stderr
+    assert not out.exists()

@@ -6,8 +6,17 @@ Subpackages are imported on first use, so `import tfdptext` stays cheap and
 - `tfdptext.privacy`: guarantees and the math behind them.
 - `tfdptext.layers`: privatization mechanisms as Keras layers.
 - `tfdptext.data`: datasets and tokenization.
-- `tfdptext.models`: encoders and the user-side / server-side split.
+- `tfdptext.models`: encoders, the user-side / server-side split and one
+  `SplitSpec` per split point (`tfdptext.models.split_spec`).
+- `tfdptext.training`: `train(config, output_dir)` with Keras `fit`.
+- `tfdptext.pretraining`: privacy-adaptive MLM pretraining (a preset out).
+- `tfdptext.export`: the TFLite phone model and the TF Serving server.
+- `tfdptext.evaluation`: utility, attackers, fairness, deniability,
+  membership inference, sweeps.
+- `tfdptext.audit`: empirical epsilon lower bounds; seed recovery.
 - `tfdptext.offline`: privatizing whole corpora off device (FAISS).
+- `tfdptext.rundir`: the run and export directories' files (one owner).
+- `tfdptext.cli`: the programs (console entry points).
 """
 
 import importlib
@@ -15,7 +24,8 @@ import importlib
 from tfdptext.version import __version__
 
 _SUBMODULES = ("privacy", "layers", "data", "models", "offline", "training",
-               "export", "evaluation", "serving")
+               "pretraining", "export", "evaluation", "audit", "serving",
+               "rundir", "cli")
 
 
 def __getattr__(name):

@@ -1,0 +1,516 @@
+"""Privacy-adaptive MLM pretraining: targets, masking, freezing, runs.
+
+Targets are checked against closed forms on a toy vocabulary; the whole
+program (interrupted, resumed, exported, fine-tuned from) on the tiny
+preset and the synthetic corpus (CPU, fast).
+"""
+
+import json
+import os
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfdptext import data
+from tfdptext import training
+from tfdptext.data import TextTokenizer
+from tfdptext.errors import ArgumentError
+from tfdptext.errors import TfdptextError
+from tfdptext.pretraining import PretrainConfig
+from tfdptext.pretraining import PretrainDirectoryError
+from tfdptext.pretraining import layout
+from tfdptext.pretraining import masking
+from tfdptext.pretraining import model as model_lib
+from tfdptext.pretraining import objectives
+from tfdptext.pretraining import pretrain
+
+# A toy WordPiece vocabulary: special ids 0-6 ([unused*] included).
+TOY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]",
+             "[unused1]", "the", "cat", "dog", "sat", "ran", "on", "mat",
+             "big", "small", "red", "blue", "a", "and", "fast", "slow"]
+TOY_SPECIAL = set(range(7))
+TOY_TEXTS = [
+    "the big cat sat on the mat and the small dog ran fast",
+    "a red dog ran on a blue mat",
+    "the slow cat and a fast zebra sat",  # zebra: [UNK]
+    "dog",
+    "the cat sat on the big red mat and a small blue dog ran slow",
+    "a cat",
+]
+
+
+@pytest.fixture(scope="module")
+def toy_tokenizer():
+    return TextTokenizer(TOY_VOCAB, max_length=16)
+
+
+@pytest.fixture(scope="module")
+def toy_masker(toy_tokenizer):
+    return masking.masker_for(toy_tokenizer, mask_rate=0.3,
+                              max_predictions=5)
+
+
+def _toy_backbone():
+    return keras_hub.models.BertBackbone(
+        vocabulary_size=len(TOY_VOCAB), num_layers=1, num_heads=1,
+        hidden_dim=8, intermediate_dim=16, max_sequence_length=16)
+
+
+def _toy_batch(tokenizer, masker, texts=TOY_TEXTS):
+    """A masked batch with at least one masked position in every row."""
+    for _ in range(100):
+        batch = masking.mask_batch(tokenizer(texts), masker)
+        if (batch["mask_weights"].numpy().sum(axis=1) > 0).all():
+            return batch
+    raise AssertionError("the masker selected nothing in a row 100 times")
+
+
+def _spy(layer):
+    """Records every output of a privatization layer (eager calls)."""
+    outputs = []
+    apply = layer.apply
+
+    def recording(inputs, uniforms=None):
+        result = apply(inputs, uniforms)
+        outputs.append(result.numpy())
+        return result
+
+    layer.apply = recording
+    return outputs
+
+
+def _take(values, positions):
+    return np.take_along_axis(values, positions, axis=1)
+
+
+def _nearest_regular(table, vectors):
+    """Numpy nearest non-special token of each vector."""
+    distances = ((vectors[:, None, :] - table[None, :, :]) ** 2).sum(-1)
+    distances[:, sorted(TOY_SPECIAL)] = np.inf
+    return distances.argmin(axis=1)
+
+
+# Targets, closed forms.
+
+def test_soft_targets_are_counts_over_k():
+    draws = np.array([[[2, 2, 0, 1], [3, 3, 3, 3]]])
+    expected = np.array([[[0.25, 0.25, 0.5, 0.0], [0.0, 0.0, 0.0, 1.0]]])
+    np.testing.assert_allclose(objectives.soft_targets(draws, 4).numpy(),
+                               expected)
+
+
+def test_probabilistic_targets_count_k_privatizations_of_masked_rows():
+    vocabulary, k = 11, 3
+    original = np.array([[4, 7, 0], [2, 0, 0]], np.int32)
+    weights = np.array([[1, 1, 0], [1, 0, 0]], np.float32)
+    calls = []
+
+    def privatize(ids):  # the n-th id privatized -> (id + n) % vocabulary
+        calls.append(ids.numpy())
+        n = tf.range(tf.size(ids), dtype=tf.int32)
+        return (ids + n) % vocabulary
+
+    targets = objectives.probabilistic_targets(
+        original, weights, privatize=privatize, num_privatizations=k,
+        vocabulary_size=vocabulary).numpy()
+    # Only the 3 masked positions, K times each, were privatized.
+    np.testing.assert_array_equal(calls[0], np.repeat([4, 7, 2], k))
+    expected = np.zeros((2, 3, vocabulary))
+    for row, (b, p) in enumerate([(0, 0), (0, 1), (1, 0)]):
+        for j in range(k):
+            expected[b, p, (original[b, p] + row * k + j) % vocabulary] += 1
+    expected /= k
+    expected[0, 2, 0] = expected[1, 1, 0] = expected[1, 2, 0] = 1.0
+    np.testing.assert_allclose(targets, expected, atol=1e-7)
+    np.testing.assert_allclose(targets.sum(-1), 1.0, atol=1e-6)
+
+
+def test_masked_cross_entropy_closed_form_and_padding_ignored():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 3, 5)).astype(np.float32)
+    ids = np.array([[1, 4, 0], [2, 0, 0]], np.int32)
+    weights = np.array([[1, 1, 0], [1, 0, 0]], np.float32)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = -(log_p[0, 0, 1] + log_p[0, 1, 4] + log_p[1, 0, 2]) / 3
+    loss = objectives.masked_cross_entropy(tf.constant(ids), logits, weights)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+    # One-hot distributions give the same loss as ids.
+    soft = objectives.masked_cross_entropy(
+        tf.one_hot(ids, 5), logits, weights)
+    assert float(soft) == pytest.approx(expected, rel=1e-5)
+    # Unmasked (weight 0) slots do not count, whatever they hold.
+    changed = logits.copy()
+    changed[0, 2] = changed[1, 1:] = 100.0
+    assert float(objectives.masked_cross_entropy(
+        tf.constant(ids), changed, weights)) == pytest.approx(expected,
+                                                              rel=1e-5)
+
+
+def test_hard_targets_and_accuracy():
+    soft = tf.constant([[[0.2, 0.5, 0.3], [0.6, 0.2, 0.2]]])
+    np.testing.assert_array_equal(objectives.hard_targets(soft), [[1, 0]])
+    logits = tf.constant([[[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]])
+    np.testing.assert_array_equal(
+        objectives.correct_predictions([[1, 0]], logits), [[1.0, 0.0]])
+
+
+def test_server_input_corruption_closed_form():
+    token_ids = tf.constant([[2, 7, 8, 9, 3]])
+    masked_ids = tf.constant([[2, 4, 8, 15, 3]])  # [MASK], kept, random
+    release = tf.constant([[2, 11, 12, 13, 3]])
+    np.testing.assert_array_equal(
+        model_lib.corrupt_released_ids(release, token_ids=token_ids,
+                                       masked_ids=masked_ids),
+        [[2, 4, 12, 15, 3]])
+    table = np.arange(22 * 2, dtype=np.float32).reshape(22, 2)
+    noise = np.full((1, 5, 2), 0.5, np.float32)
+    clean = table[token_ids.numpy()]
+    server = model_lib.corrupt_released_embeddings(
+        clean + noise, clean=clean, masked_clean=table[masked_ids.numpy()],
+        token_ids=token_ids, masked_ids=masked_ids, mask_token_id=4).numpy()
+    expected = clean + noise
+    expected[0, 1] = table[4]  # [MASK]: the clean marker
+    expected[0, 3] = table[15] + 0.5  # random token: with the noise
+    np.testing.assert_allclose(server, expected)
+
+
+# The model's targets on a toy vocabulary.
+
+def _toy_model(mode, objective, eta=40.0, k=4):
+    tokenizer = TextTokenizer(TOY_VOCAB, max_length=16)
+    backbone = _toy_backbone()
+    config = PretrainConfig(objective=objective, mode=mode, eta=eta,
+                            num_privatizations=k, preset="toy").validate()
+    return model_lib.build_mlm(config, backbone, tokenizer), backbone
+
+
+@pytest.mark.parametrize("mode", ["token_rep", "text_to_text"])
+def test_denoising_targets_are_the_original_ids(toy_tokenizer, toy_masker,
+                                                mode):
+    mlm, _ = _toy_model(mode, "denoising")
+    batch = _toy_batch(toy_tokenizer, toy_masker)
+    out = mlm(batch)
+    positions = batch["mask_positions"].numpy()
+    np.testing.assert_array_equal(
+        out["targets"], _take(batch["token_ids"].numpy(), positions))
+    assert out["logits"].shape == positions.shape + (len(TOY_VOCAB),)
+
+
+@pytest.mark.parametrize("mode", ["token_rep", "text_to_text"])
+def test_vanilla_targets_are_the_released_tokens_at_masked_positions(
+        toy_tokenizer, toy_masker, mode):
+    mlm, backbone = _toy_model(mode, "vanilla")
+    released = _spy(mlm.privatizer)
+    batch = _toy_batch(toy_tokenizer, toy_masker)
+    targets = mlm(batch)["targets"].numpy()
+    positions = batch["mask_positions"].numpy()
+    masked = batch["mask_weights"].numpy() > 0
+    if mode == "text_to_text":
+        expected = _take(released[0], positions)
+    else:  # the nearest regular token of the released noisy embedding
+        table = keras.ops.convert_to_numpy(
+            backbone.token_embedding.embeddings)
+        vectors = np.take_along_axis(released[0], positions[..., None],
+                                     axis=1)
+        expected = np.zeros_like(positions)
+        expected[masked] = _nearest_regular(table, vectors[masked])
+        np.testing.assert_array_equal(targets[~masked], 0)
+    np.testing.assert_array_equal(targets[masked], expected[masked])
+    assert not set(targets[masked].tolist()) & TOY_SPECIAL
+    # At this eta (noise norm 8 / 40 = 0.2, token distances about 0.08)
+    # the privatized tokens differ from the original ones.
+    original = _take(batch["token_ids"].numpy(), positions)
+    assert (targets[masked] != original[masked]).any()
+
+
+@pytest.mark.parametrize("mode", ["token_rep", "text_to_text"])
+def test_probabilistic_targets_are_counts_of_k_privatizations(
+        toy_tokenizer, toy_masker, mode):
+    k = 5
+    mlm, _ = _toy_model(mode, "probabilistic", k=k)
+    draws = _spy(mlm.target_privatizer)
+    batch = _toy_batch(toy_tokenizer, toy_masker)
+    targets = mlm(batch)["targets"].numpy()
+    masked = batch["mask_weights"].numpy() > 0
+    positions = batch["mask_positions"].numpy()
+    original = _take(batch["token_ids"].numpy(), positions)[masked]
+    # text_to_text: the first call is the release, the last the K draws.
+    drawn = draws[-1].reshape(-1, k)
+    assert drawn.shape[0] == masked.sum()
+    assert not set(drawn.ravel().tolist()) & TOY_SPECIAL
+    expected = np.stack([np.bincount(row, minlength=len(TOY_VOCAB))
+                         for row in drawn]) / k
+    np.testing.assert_allclose(targets[masked], expected, atol=1e-7)
+    np.testing.assert_allclose(targets.sum(-1), 1.0, atol=1e-6)
+    assert len(set(drawn.ravel().tolist())) > 1
+    # The draws privatize the ORIGINAL tokens: with next to no noise, the
+    # targets are their one-hots.
+    exact, _ = _toy_model(mode, "probabilistic", eta=1e7, k=k)
+    targets = exact(batch)["targets"].numpy()
+    np.testing.assert_array_equal(
+        targets[masked], np.eye(len(TOY_VOCAB))[original])
+
+
+def test_frozen_embedding_bit_identical_after_training_steps(toy_tokenizer,
+                                                             toy_masker):
+    mlm, backbone = _toy_model("text_to_text", "vanilla")
+    batch = _toy_batch(toy_tokenizer, toy_masker)
+    mlm(batch)
+    before = {v.path: v.numpy().copy() for v in mlm.weights}
+    table = backbone.token_embedding.embeddings
+    assert not backbone.token_embedding.trainable
+    assert all(v is not table for v in mlm.trainable_variables)
+    mlm.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False)
+    mlm.fit(tf.data.Dataset.from_tensors(batch).repeat(3), epochs=1,
+            verbose=0)
+    after = {v.path: v.numpy() for v in mlm.weights}
+    np.testing.assert_array_equal(after[table.path], before[table.path])
+    changed = [p for p in before if not np.array_equal(before[p], after[p])]
+    assert any("transformer_layer" in p for p in changed), changed
+    assert any("mlm_head" in p for p in changed), changed
+
+
+def test_mixed_precision_forward_and_float32_preset(toy_tokenizer,
+                                                    toy_masker, tmp_path):
+    from tfdptext import models
+    from tfdptext.pretraining import pretrainer
+    from tfdptext.training import devices
+
+    batch = _toy_batch(toy_tokenizer, toy_masker)
+    with devices.precision_policy("mixed_float16"):
+        mlm, backbone = _toy_model("token_rep", "probabilistic")
+        out = mlm(batch)
+        loss = mlm.compute_loss(batch, None, out)
+        assert backbone.compute_dtype == "float16"
+        pretrainer.save_preset(backbone, toy_tokenizer, str(tmp_path / "p"))
+    assert keras.mixed_precision.global_policy().name == "float32"
+    assert np.isfinite(float(loss))
+    with open(tmp_path / "p" / "config.json") as f:
+        assert json.load(f)["config"]["dtype"]["config"]["name"] == "float32"
+    assert models.load_tokenizer(str(tmp_path / "p")).vocabulary == TOY_VOCAB
+    loaded = models.load_backbone(str(tmp_path / "p"))
+    np.testing.assert_array_equal(
+        loaded.token_embedding.embeddings.numpy(),
+        backbone.token_embedding.embeddings.numpy())
+
+
+# Masking.
+
+def test_masker_never_selects_special_tokens_or_padding(tokenizer):
+    # The real vocabulary (999 special ids) and texts with [UNK] and
+    # padding; max_length 16.
+    masker = masking.masker_for(tokenizer, mask_rate=0.5, max_predictions=4)
+    texts = ["a fine day", "\u2603 snowman \u2603 and more words here",
+             "one two three four five six seven eight nine ten eleven"]
+    special = np.array(tokenizer.special_token_ids)
+    selected, selectable = 0, 0
+    for _ in range(30):
+        features = tokenizer(texts)
+        out = masker(features["token_ids"])
+        ids = features["token_ids"].numpy()
+        positions = out["mask_positions"].numpy()
+        weights = out["mask_weights"].numpy() > 0
+        chosen = _take(ids, positions)[weights]
+        assert not np.isin(chosen, special).any()
+        assert (_take(features["padding_mask"].numpy(),
+                      positions)[weights] == 1).all()
+        assert (weights.sum(axis=1) <= 4).all()
+        unselected = np.ones_like(ids, bool)
+        for row, (p, w) in enumerate(zip(positions, weights)):
+            unselected[row, p[w]] = False
+        np.testing.assert_array_equal(out["masked_ids"].numpy()[unselected],
+                                      ids[unselected])
+        selected += weights.sum()
+        selectable += (~np.isin(ids, special)).sum()
+    assert tokenizer.unk_id in ids  # the snowman is [UNK]
+    # 30 x 3 rows; capped at 4 per row: well above 0, below the cap sum.
+    assert 0.2 * selectable < selected <= 4 * 90
+
+
+def test_masker_toy_vocabulary_scattered_specials():
+    rng = np.random.default_rng(1)
+    special = [0, 7, 13, 42]
+    masker = masking.TokenMasker(
+        vocabulary_size=50, mask_token_id=7, pad_token_id=0,
+        special_token_ids=special, mask_rate=0.4, max_predictions=30)
+    ids = rng.integers(0, 50, size=(64, 40)).astype(np.int32)
+    out = masker(ids)
+    weights = out["mask_weights"].numpy() > 0
+    chosen = _take(ids, out["mask_positions"].numpy())[weights]
+    assert not np.isin(chosen, special).any()
+    rate = weights.sum() / (~np.isin(ids, special)).sum()
+    assert 0.33 < rate < 0.47  # 2,300 Bernoulli(0.4) trials: 7 sd
+
+
+# Configuration and output directory errors, before any work.
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"objective": "telepathy"}, "objective"),
+    ({"eta": None}, "eta"),
+    ({"eta": 0.0}, "eta"),
+    ({"eta": -3.0}, "eta"),
+    ({"num_privatizations": 1}, "num_privatizations"),
+    ({"num_privatizations": 2.5}, "num_privatizations"),
+    ({"mode": "seq_rep"}, "mode"),
+    ({"mask_rate": 0.0}, "mask_rate"),
+    ({"mask_rate": 1.0}, "mask_rate"),
+    ({"max_predictions": 0}, "max_predictions"),
+    ({"steps": 0}, "steps"),
+    ({"train_file": "x.csv"}, "train_file"),
+    ({"corpus": "csv"}, "train_file"),
+])
+def test_bad_config_refused_before_any_work(tmp_path, kwargs, message):
+    config = PretrainConfig(**{"eta": 50.0, "preset": "/nonexistent",
+                               **kwargs})
+    out = tmp_path / "run"
+    with pytest.raises(ArgumentError, match=message):
+        pretrain(config, str(out), verbose=0)
+    assert not out.exists()
+
+
+def test_config_fields_carry_flag_metadata():
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(PretrainConfig)}
+    assert all(f.metadata.get("help") for f in fields.values())
+    assert fields["objective"].metadata["choices"] == (
+        "vanilla", "probabilistic", "denoising")
+    assert fields["mode"].metadata["choices"] == ("token_rep",
+                                                  "text_to_text")
+
+
+def test_output_dir_holding_other_things_refused(tmp_path):
+    config = PretrainConfig(eta=50.0, preset="/nonexistent")
+    training_run = tmp_path / "training_run"
+    training_run.mkdir()
+    (training_run / "config.json").write_text('{"mode": "none"}')
+    with pytest.raises(PretrainDirectoryError, match="no tfdptext "
+                       "pretraining run"):
+        pretrain(config, str(training_run), verbose=0)
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    with pytest.raises(PretrainDirectoryError, match="is a file"):
+        pretrain(config, str(a_file), verbose=0)
+
+
+# The program: interrupted, resumed, exported, fine-tuned from.
+
+class _Interrupt(keras.callbacks.Callback):
+    """Raises KeyboardInterrupt at the end of the `at`-th batch overall."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.at, self.seen = at, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.at:
+            raise KeyboardInterrupt
+
+
+def _run_config(preset, **kwargs):
+    values = dict(objective="probabilistic", num_privatizations=3,
+                  mode="token_rep", eta=100.0, preset=preset,
+                  corpus="synthetic",
+                  max_length=16, batch_size=16, steps=5, checkpoint_every=2,
+                  heldout_examples=16, learning_rate=5e-3)
+    values.update(kwargs)
+    return PretrainConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def interrupted_run(tiny_preset, tmp_path_factory):
+    """A run killed in its second checkpoint period, then resumed."""
+    out = str(tmp_path_factory.mktemp("pretrain") / "run")
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(_run_config(tiny_preset), out, verbose=0,
+                 callbacks=[_Interrupt(at=3)])
+    run = layout.PretrainDir(out)
+    first = {"checkpoint": run.read_checkpoint(),
+             "start": run.read(layout.START_EVAL),
+             "finished": run.exists(layout.METRICS)}
+    metrics = pretrain(_run_config(tiny_preset), out, verbose=0)
+    return out, first, metrics
+
+
+def test_resume_after_interruption(interrupted_run):
+    out, first, metrics = interrupted_run
+    assert first["checkpoint"][0] == 2 and not first["finished"]
+    assert metrics["steps"] == 5
+    assert metrics["steps_run_this_session"] == 3  # steps 1-2 were kept
+    assert metrics["optimizer_steps"] == 5  # the optimizer state resumed
+    assert metrics["heldout"]["start"] == first["start"]
+    run = layout.PretrainDir(out)
+    assert not run.exists(layout.CHECKPOINT)  # removed once finished
+    assert os.listdir(run.file(layout.LOGS))
+    with open(run.file(layout.METRICS)) as f:
+        assert json.load(f)["steps"] == 5
+
+
+def test_metrics_record_the_run(interrupted_run):
+    _, _, metrics = interrupted_run
+    assert metrics["objective"] == "probabilistic"
+    assert metrics["num_privatizations"] == 3
+    assert metrics["mode"] == "token_rep" and metrics["mechanism"] == "dchi"
+    assert metrics["guarantee"]["parameter"] == "eta"
+    assert metrics["guarantee"]["value"] == 100.0
+    assert metrics["guarantee"]["unit"] == "per_token"
+    for when in ("start", "end"):
+        result = metrics["heldout"][when]
+        assert np.isfinite(result["mlm_loss"])
+        assert 0.0 <= result["original_accuracy"] <= 1.0
+    assert metrics["examples_per_second"] > 0
+
+
+def test_preset_reloads_with_frozen_table_and_trained_encoder(
+        interrupted_run, tiny_preset):
+    out, _, _ = interrupted_run
+    preset = os.path.join(out, layout.PRESET)
+    loaded = keras_hub.models.Backbone.from_preset(preset)
+    source = keras_hub.models.Backbone.from_preset(tiny_preset)
+    np.testing.assert_array_equal(
+        loaded.token_embedding.embeddings.numpy(),
+        source.token_embedding.embeddings.numpy())
+    changed = [a.path for a, b in zip(loaded.weights, source.weights)
+               if not np.array_equal(a.numpy(), b.numpy())]
+    assert any("transformer_layer" in p for p in changed), changed
+    assert any("position_embedding" in p for p in changed), changed
+    tokenizer = keras_hub.models.BertTokenizer.from_preset(preset)
+    assert tokenizer.vocabulary_size() == 30522
+
+
+def test_train_fine_tunes_from_the_pretrained_preset(interrupted_run,
+                                                     tmp_path):
+    out, _, _ = interrupted_run
+    preset = os.path.join(out, layout.PRESET)
+    config = training.TrainConfig(
+        preset=preset, mode="token_rep", eta=100.0, max_length=16,
+        batch_size=32, epochs=1, max_train_examples=64, max_dev_examples=32)
+    metrics = training.train(config, str(tmp_path / "finetune"),
+                             dataset=data.load_synthetic(num_examples=200),
+                             verbose=0)
+    assert metrics["preset"] == preset
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0
+    user = keras.saving.load_model(
+        str(tmp_path / "finetune" / "user_side.keras"))
+    table = user.get_layer("token_embedding").embeddings.numpy()
+    pretrained = keras_hub.models.Backbone.from_preset(preset)
+    np.testing.assert_array_equal(
+        table, pretrained.token_embedding.embeddings.numpy())
+
+
+def test_finished_run_is_kept_and_other_runs_refused(interrupted_run,
+                                                     tiny_preset):
+    out, _, metrics = interrupted_run
+    again = pretrain(_run_config(tiny_preset), out, verbose=0)
+    assert again == json.loads(json.dumps(metrics))  # nothing retrained
+    with pytest.raises(PretrainDirectoryError, match="finished after 5"):
+        pretrain(_run_config(tiny_preset, steps=9), out, verbose=0)
+    with pytest.raises(PretrainDirectoryError, match="eta"):
+        pretrain(_run_config(tiny_preset, eta=60.0), out, verbose=0)
+    with pytest.raises(TfdptextError, match="objective"):
+        pretrain(_run_config(tiny_preset, objective="denoising"), out,
+                 verbose=0)

@@ -1,0 +1,335 @@
+"""`pretrain`: privacy-adaptive MLM pretraining into an output directory.
+
+The one entry a program needs: it validates the config and the output
+directory before any work (every usage problem is a
+`tfdptext.errors.TfdptextError`), resumes an interrupted run from its last
+checkpoint, and writes the directory described in
+`tfdptext.pretraining.layout`: a keras-hub preset that `tfdptext-train
+--preset=<output_dir>/preset` fine-tunes, and metrics.json last.
+"""
+
+import hashlib
+import os
+import platform
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfdptext import data as data_lib
+from tfdptext import models
+from tfdptext import seeding
+from tfdptext.errors import TfdptextError
+from tfdptext.pretraining import layout
+from tfdptext.pretraining import masking
+from tfdptext.pretraining import objectives
+from tfdptext.pretraining.config import PROBABILISTIC
+from tfdptext.pretraining.config import PretrainConfig
+from tfdptext.pretraining.model import build_mlm
+from tfdptext.training import devices
+from tfdptext.training.callbacks import Throughput
+from tfdptext.training.schedules import WarmupDecay
+from tfdptext.version import __version__
+
+GUARANTEE_SCOPE = (
+    "the user-side mechanism the encoder was adapted to: fine-tuning "
+    "(tfdptext-train --preset=<this preset> with the same mode and eta) "
+    "releases user text under this guarantee. Pretraining itself reads "
+    "public text only and releases nothing.")
+
+
+class PretrainError(TfdptextError):
+    """Pretraining cannot start or produced no usable encoder; the message
+    says why and what to change."""
+
+
+def pretrain(config, output_dir, *, verbose=1, callbacks=()):
+    """Pretrains `config` into `output_dir`; resumes a killed run there.
+
+    Args:
+        config: a PretrainConfig (validated here; `batch_size` None takes
+            the device's default: 32 on CPU, 128 on a GPU).
+        output_dir: the run's directory (see tfdptext.pretraining.layout).
+        verbose: 0 silent, 1 progress bars and a line per checkpoint.
+        callbacks: extra Keras callbacks for each fit call.
+
+    Returns:
+        The metrics dict (also metrics.json).
+
+    Raises:
+        TfdptextError (ArgumentError, PretrainDirectoryError, DataError,
+        EncoderNotFoundError, PretrainError) for every usage problem,
+        before anything is written.
+    """
+    gpu = devices.gpu_available()
+    if not isinstance(config, PretrainConfig):
+        raise PretrainError(f"`config` must be a PretrainConfig, received "
+                            f"{type(config).__name__}.")
+    if config.batch_size is None:
+        config.batch_size = devices.default_batch_size(gpu)
+    config.validate()
+    run = layout.PretrainDir(output_dir)
+    state = run.state(config.identity(), config.steps, _identity_of)
+    if state == layout.FINISHED:
+        run.remove(layout.CHECKPOINT)
+        if verbose:
+            print(f"{output_dir}: this run has already finished "
+                  f"({layout.METRICS} is there); nothing to do. Remove the "
+                  "directory to pretrain again.")
+        return run.read(layout.METRICS)
+    texts = load_corpus(config)
+    with devices.precision_policy(devices.policy_for(gpu)):
+        return _Session(config, run, texts, gpu=gpu, verbose=verbose,
+                        callbacks=callbacks).run(resume=state
+                                                 == layout.RESUME)
+
+
+def _identity_of(data):
+    return PretrainConfig.from_dict(data).identity()
+
+
+def load_corpus(config):
+    """{"train": texts, "heldout": texts, "name": ...} of the corpus: its
+    training split (the first `max_examples`) and the first
+    `heldout_examples` of its dev split; labels are ignored. Raises
+    DataError (naming the file or dataset) when it cannot be read."""
+    dataset = data_lib.load_dataset(config.corpus, data_dir=config.data_dir,
+                                    **config.dataset_options())
+    train = list(dataset.splits["train"].texts)
+    if config.max_examples:
+        train = train[:config.max_examples]
+    heldout = list(dataset.splits["dev"].texts)[:config.heldout_examples]
+    if len(train) < config.batch_size:
+        raise data_lib.DataError(
+            f"Corpus {config.corpus!r} has {len(train)} training texts, "
+            f"fewer than one batch (`batch_size` {config.batch_size}); "
+            "lower --batch_size or use a larger corpus.")
+    return {"train": train, "heldout": heldout, "name": dataset.name}
+
+
+def check_encoder(config, backbone, tokenizer):
+    """Raises PretrainError when the encoder cannot take the config's
+    sequences or does not match its vocabulary."""
+    longest = getattr(backbone, "max_sequence_length", None)
+    if longest is not None and config.max_length > longest:
+        raise PretrainError(
+            f"`max_length` {config.max_length} exceeds the encoder's "
+            f"max_sequence_length {longest} (preset {config.preset!r}); "
+            f"use --max_length <= {longest}.")
+    if backbone.vocabulary_size != tokenizer.vocabulary_size:
+        raise PretrainError(
+            f"The encoder of preset {config.preset!r} has a vocabulary of "
+            f"{backbone.vocabulary_size} tokens, its vocabulary file "
+            f"{tokenizer.vocabulary_size}; the preset is inconsistent.")
+
+
+def table_digest(backbone):
+    """SHA-256 of the token embedding table (the user side's weights)."""
+    table = models.token_embedding_table(backbone)
+    return hashlib.sha256(np.ascontiguousarray(table).tobytes()).hexdigest()
+
+
+def save_preset(backbone, tokenizer, directory):
+    """Saves `backbone` as a keras-hub preset in `directory`, with the
+    tokenizer (keras-hub's BertTokenizer files, and vocab.txt, which
+    `tfdptext.models.load_tokenizer` reads). Weights are saved in float32
+    whatever policy the backbone was trained under."""
+    import keras_hub
+
+    if backbone.dtype_policy.name != "float32":
+        copy = type(backbone).from_config(
+            {**backbone.get_config(), "dtype": "float32"})
+        copy.set_weights(backbone.get_weights())
+        backbone = copy
+    backbone.save_to_preset(directory)
+    keras_hub.models.BertTokenizer(
+        vocabulary=list(tokenizer.vocabulary),
+        lowercase=tokenizer.lowercase,
+        strip_accents=tokenizer.strip_accents).save_to_preset(directory)
+    tokenizer.save_vocabulary(os.path.join(directory, layout.PRESET_VOCAB))
+
+
+def _versions():
+    import keras_hub
+
+    return {"tfdptext": __version__, "tensorflow": tf.__version__,
+            "keras": keras.__version__, "keras_hub": keras_hub.__version__,
+            "python": platform.python_version()}
+
+
+def _heldout_result(logs):
+    """The evaluate() dict as held-out metrics (floats)."""
+    return {"mlm_loss": float(logs["loss"]),
+            "target_accuracy": float(logs["target_accuracy"]),
+            "original_accuracy": float(logs["original_accuracy"])}
+
+
+class _Session:
+    """One process's part of a run: build, resume, train, export."""
+
+    def __init__(self, config, run, texts, *, gpu, verbose, callbacks):
+        self.config = config
+        self.run_dir = run
+        self.texts = texts
+        self.gpu = gpu
+        self.verbose = verbose
+        self.extra_callbacks = list(callbacks)
+
+    def run(self, resume):
+        """The whole session; returns the metrics."""
+        self._build()
+        if not resume:
+            for name in (layout.LOGS, layout.CHECKPOINT, layout.START_EVAL):
+                self.run_dir.remove(name)
+        self.run_dir.write(layout.CONFIG, self.config.to_dict())
+        digest = table_digest(self.backbone)  # the source preset's table
+        step = self._restore()
+        start = self._start_evaluation()
+        wall, throughput, steps_run = self._train(step)
+        if table_digest(self.backbone) != digest:
+            raise PretrainError(
+                "The user-side token embedding changed during pretraining; "
+                "it must stay frozen (the phone keeps the original table). "
+                "This is a bug: report it.")
+        end = _heldout_result(self.model.evaluate(
+            self.heldout, verbose=0, return_dict=True))
+        preset = self.run_dir.write_preset(
+            lambda d: save_preset(self.backbone, self.tokenizer, d))
+        metrics = self._metrics(start=start, end=end, wall=wall,
+                                throughput=throughput, steps_run=steps_run,
+                                preset=preset, digest=digest)
+        self.run_dir.write(layout.METRICS, metrics)
+        self.run_dir.remove(layout.CHECKPOINT)  # finished: not needed
+        if self.verbose:
+            print(f"Pretrained encoder: {preset} (held-out MLM loss "
+                  f"{start['mlm_loss']:.3f} -> {end['mlm_loss']:.3f}, "
+                  f"original-token accuracy {start['original_accuracy']:.3f}"
+                  f" -> {end['original_accuracy']:.3f}).")
+        return metrics
+
+    def _build(self):
+        """Tokenizer, encoder, model (seeded head, never seeded noise),
+        optimizer and held-out batches."""
+        config = self.config
+        with seeding.scoped_seed(config.seed):
+            self.tokenizer = models.load_tokenizer(config.preset,
+                                                   config.max_length)
+            self.backbone = models.load_backbone(config.preset)
+            check_encoder(config, self.backbone, self.tokenizer)
+            self.model = build_mlm(config, self.backbone, self.tokenizer)
+        # Traced without a seed: masks differ at every iteration.
+        self.encode = masking.batch_encoder(self.tokenizer, masking.masker_for(
+            self.tokenizer, mask_rate=config.mask_rate,
+            max_predictions=config.max_predictions))
+        self.heldout = masking.heldout_batches(
+            self.texts["heldout"], self.encode, batch_size=config.batch_size)
+        first = tf.constant(self.texts["train"][:config.batch_size])
+        with seeding.scoped_seed(config.seed):
+            self.model(self.encode(first))  # creates the (seeded) weights
+        warmup = int(round(config.warmup_fraction * config.steps))
+        self.model.compile(
+            optimizer=keras.optimizers.AdamW(WarmupDecay(
+                config.learning_rate, total_steps=config.steps,
+                warmup_steps=warmup, decay="linear")),
+            jit_compile=False)
+        self.model.optimizer.build(self.model.trainable_variables)
+
+    def _restore(self):
+        """Loads the checkpoint (weights and optimizer state) if there is
+        one; returns the steps already done."""
+        saved = self.run_dir.read_checkpoint()
+        if saved is None:
+            return 0
+        step, weights = saved
+        try:
+            self.model.load_weights(weights)
+        except Exception as err:  # noqa: BLE001 (Keras raises several)
+            raise layout.PretrainDirectoryError(
+                f"{weights} does not fit this run's model ({err}); remove "
+                f"{self.run_dir.file(layout.CHECKPOINT)} to restart from "
+                "step 0.") from None
+        if self.verbose:
+            print(f"Resuming {self.run_dir.path} after step {step} of "
+                  f"{self.config.steps}.")
+        return step
+
+    def _start_evaluation(self):
+        """Held-out metrics before training (kept across a resume)."""
+        if self.run_dir.exists(layout.START_EVAL):
+            return self.run_dir.read(layout.START_EVAL)
+        start = _heldout_result(self.model.evaluate(
+            self.heldout, verbose=0, return_dict=True))
+        self.run_dir.write(layout.START_EVAL, start)
+        if self.verbose:
+            print(f"Held-out before training ({len(self.texts['heldout'])} "
+                  f"texts): MLM loss {start['mlm_loss']:.3f}, original-token "
+                  f"accuracy {start['original_accuracy']:.3f}.")
+        return start
+
+    def _train(self, step):
+        """Trains from `step` to `config.steps`, a checkpoint every
+        `checkpoint_every` steps. Returns (training seconds, examples per
+        second, steps run)."""
+        config = self.config
+        throughput = Throughput(config.batch_size)
+        callbacks = [keras.callbacks.TensorBoard(
+            self.run_dir.file(layout.LOGS), write_graph=False),
+            throughput, *self.extra_callbacks]
+        first, wall = step, 0.0
+        while step < config.steps:
+            segment = min(config.checkpoint_every
+                          - step % config.checkpoint_every,
+                          config.steps - step)
+            batches = masking.training_batches(
+                self.texts["train"], self.encode,
+                batch_size=config.batch_size, seed=config.seed,
+                skip_steps=step)
+            index = -(-step // config.checkpoint_every)
+            started = time.perf_counter()
+            self.model.fit(batches, steps_per_epoch=segment,
+                           initial_epoch=index, epochs=index + 1,
+                           callbacks=callbacks, verbose=self.verbose)
+            wall += time.perf_counter() - started
+            step += segment
+            self.run_dir.save_checkpoint(self.model, step)
+            if self.verbose:
+                print(f"step {step}/{config.steps}: checkpoint saved.")
+        return wall, throughput.examples_per_second, step - first
+
+    def _metrics(self, *, start, end, wall, throughput, steps_run, preset,
+                 digest):
+        config = self.config
+        guarantee = self.model.guarantee()
+        return {
+            "objective": config.objective,
+            "objective_target": objectives.get(config.objective).predicts,
+            "num_privatizations": (config.num_privatizations
+                                   if config.objective == PROBABILISTIC
+                                   else None),
+            "mode": config.mode,
+            "mechanism": "dchi",
+            "eta": config.eta,
+            "guarantee": guarantee.to_dict(),
+            "guarantee_text": str(guarantee),
+            "guarantee_scope": GUARANTEE_SCOPE,
+            "corpus": self.texts["name"],
+            "texts": {"train": len(self.texts["train"]),
+                      "heldout": len(self.texts["heldout"])},
+            "steps": config.steps,
+            "optimizer_steps": int(self.model.optimizer.iterations.numpy()),
+            "steps_run_this_session": steps_run,
+            "batch_size": config.batch_size,
+            "max_length": config.max_length,
+            "mask_rate": config.mask_rate,
+            "max_predictions": config.max_predictions,
+            "examples_per_second": throughput,
+            "train_seconds_this_session": wall,
+            "heldout": {"start": start, "end": end},
+            "source_preset": config.preset,
+            "preset": os.path.abspath(preset),
+            "user_side_table_sha256": digest,
+            "device": "GPU" if self.gpu else "CPU",
+            "mixed_precision": devices.policy_for(self.gpu) is not None,
+            "versions": _versions(),
+        }
