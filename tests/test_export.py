@@ -307,12 +307,18 @@ def test_word_dropout_exports_with_random_words(runs, tmp_path):
     training.train(training.TrainConfig(**{**config, "epochs": 1}),
                    dropout_run, dataset=runs["corpus"], verbose=0)
     out = str(tmp_path / "x")
-    manifest = exporter.export_run(dropout_run, out, quantization="float32")
-    # 16 words choose the dropped positions, 32 make the Laplace noise.
+    manifest = exporter.export_run(dropout_run, out, quantization="float32",
+                                   lengths=[8])
+    # 16 words choose the dropped positions, 32 make the Laplace noise;
+    # the length-8 model needs 8 + 32.
     assert manifest["user"]["inputs"]["random_words"] == [1, 48, "int32"]
+    assert [(m["length"], m["inputs"]["random_words"][1],
+             m["randomness"]["bytes"]) for m in manifest["user"]["models"]
+            ] == [(8, 40, 160), (16, 48, 192)]
     assert manifest["guarantee"]["unit"] == "per_token_substitution"
     runner = Interpreter(model_path=os.path.join(
-        out, "user", "privatizer.tflite")).get_signature_runner()
+        out, "user", "privatizer.tflite")).get_signature_runner(
+            "serving_default")
     words = secure.os_random_words([1, 48])
     a = runner(**FEED, random_words=words)["private_representation"]
     np.testing.assert_array_equal(
@@ -325,6 +331,9 @@ def test_word_dropout_exports_with_random_words(runs, tmp_path):
                                    words[:, 16:]], axis=1)
                    for _ in range(20)]}
     assert len(outputs) >= 2
+    pipeline = ExportedPipeline(out)
+    assert pipeline.lengths_for(["the staff was friendly"]) == [8]
+    assert pipeline.predict(["the staff was friendly"])["label"].shape == (1,)
 
 
 def test_internal_noise_is_opt_in_and_says_so(runs, tmp_path):
@@ -376,9 +385,10 @@ def test_exported_internal_noise_matches_laplace(runs):
 
 @pytest.mark.parametrize("mode", ["token_rep", "text_to_text"])
 def test_token_level_export_round_trip(runs, tmp_path, mode):
-    """A token-level run exports with random words; the pipeline sends
-    the release with the padding mask, as the spec says, and the server
-    answers."""
+    """A token-level run exports with random words at lengths 8 and 16;
+    the pipeline sends the release with the padding mask, as the spec
+    says, at the shortest fitting length, and the length-polymorphic
+    server answers releases of either length (and refuses longer ones)."""
     from tfdptext.models import split_spec
 
     config = json.load(open(os.path.join(runs["none"], "config.json")))
@@ -388,19 +398,219 @@ def test_token_level_export_round_trip(runs, tmp_path, mode):
     training.train(training.TrainConfig(**config), run,
                    dataset=runs["corpus"], verbose=0)
     out = str(tmp_path / "export")
-    manifest = exporter.export_run(run, out, quantization="float32")
+    manifest = exporter.export_run(run, out, quantization="float32",
+                                   lengths=[8])
     spec = split_spec.get(manifest["split_point"])
     dim = None if not spec.feature_axis else 16
     assert list(manifest["server"]["inputs"]) == [
         info.name for info in spec.signature_inputs(16, dim)]
+    assert manifest["server"]["inputs"][spec.release][:2] == [None, None]
+    assert manifest["server"]["max_length"] == 16
     assert list(manifest["user"]["outputs"]) == [spec.release]
     assert "random_words" in manifest["user"]["inputs"]
+    words = {m["length"]: m["inputs"]["random_words"][1]
+             for m in manifest["user"]["models"]}
+    assert words[16] == 2 * words[8]  # d_chi draws per token
     pipeline = ExportedPipeline(out)
     texts = ["the staff was friendly", "terrible delivery"]
     released = pipeline.privatize(texts)
     assert sorted(released) == sorted(manifest["server"]["inputs"])
     assert released[spec.release].dtype.name == spec.release_dtype
+    assert released[spec.release].shape[1] == 8  # both fit 8 positions
     answer = pipeline.serve(released)
     assert answer["probabilities"].shape == (2, 2)
     np.testing.assert_allclose(answer["probabilities"].sum(axis=1), 1.0,
                                rtol=1e-5)
+    _check_lengths_agree(pipeline, spec)
+    _check_server_lengths(pipeline, spec)
+
+
+def _check_lengths_agree(pipeline, spec):
+    """The length-8 model computes what the length-16 model does on the
+    first 8 positions, given the same random words per position (the
+    words are laid out token after token)."""
+    from tfdptext.models import secure
+
+    ids = np.array([[101, 2307, 2326, 2001, 5379, 102] + [0] * 10],
+                   np.int32)
+    mask = (ids != 0).astype(np.int32)
+    short, full = pipeline.model_for(6), pipeline.model_for(16)
+    assert (short.length, full.length) == (8, 16)
+    words = secure.os_random_words([1, full.random_words])
+    a = pipeline.runners[8](token_ids=ids[:, :8], padding_mask=mask[:, :8],
+                            random_words=words[:, :short.random_words])
+    b = pipeline.runners[16](token_ids=ids, padding_mask=mask,
+                             random_words=words)
+    np.testing.assert_allclose(a[spec.release], b[spec.release][:, :8],
+                               rtol=1e-5, atol=1e-5)
+
+
+def _check_server_lengths(pipeline, spec):
+    """Releases of length 8 and 16 are served; a batch of a short text
+    padded to a long one's length answers as the short one alone; a
+    release longer than max_length, or with a mask of another length, is
+    refused."""
+    released = pipeline.privatize(["good", "the staff was friendly and the "
+                                   "room was clean and quiet all week"])
+    assert released[spec.release].shape[1] == 16
+    assert pipeline.lengths_for(["good"]) == [8]
+    together = pipeline.serve(released)["probabilities"][0]
+    alone = pipeline.serve({k: v[:1, :8] for k, v in released.items()})
+    np.testing.assert_allclose(alone["probabilities"][0], together,
+                               atol=1e-5)
+    too_long = {k: np.concatenate([v, v[:, :1] * 0], axis=1)
+                for k, v in released.items()}
+    mismatched = {**released, "padding_mask":
+                  released["padding_mask"][:, :8]}
+    for bad in (too_long, mismatched):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="refused release"):
+            pipeline.serve(bad)
+
+
+SHORT_TEXTS = ["good", "the staff was friendly",
+               "the staff was friendly and the room was clean and quiet "
+               "every single night of the week"]
+
+
+@pytest.fixture(scope="module")
+def lengths_export(runs):
+    """runs["none"] exported at lengths 4, 8 (and 16, its max_length)."""
+    out = str(runs["base"] / "exp_lengths")
+    manifest = exporter.export_run(runs["none"], out, quantization="float32",
+                                   lengths=[8, 4])
+    return out, manifest
+
+
+def test_lengths_are_signatures_of_one_file_in_the_manifest(
+        runs, lengths_export):
+    out, manifest = lengths_export
+    user = manifest["user"]
+    assert user["lengths"] == [4, 8, 16]
+    assert (user["file"], user["signature"], user["length"]) == (
+        rundir.PHONE_MODEL, "serving_default", 16)
+    assert [(m["length"], m["file"], m["signature"]) for m in
+            user["models"]] == [(4, rundir.PHONE_MODEL, "length_4"),
+                                (8, rundir.PHONE_MODEL, "length_8"),
+                                (16, rundir.PHONE_MODEL, "serving_default")]
+    for model in user["models"]:
+        length = model["length"]
+        assert model["inputs"]["token_ids"] == [1, length, "int32"]
+        assert model["inputs"]["padding_mask"] == [1, length, "int32"]
+        assert model["outputs"] == {"private_representation":
+                                    [1, 16, "float32"]}
+        assert "random_words" not in model["inputs"]  # mode none
+    path = os.path.join(out, rundir.PHONE_MODEL)
+    assert manifest["files"][rundir.PHONE_MODEL] == {
+        "bytes": os.path.getsize(path), "sha256": runfiles.sha256_file(path)}
+    tflite_bytes = open(path, "rb").read()
+    assert sorted(tflite.signature_keys(tflite_bytes)) == [
+        "length_4", "length_8", "serving_default"]
+    # The weights are stored once: three lengths cost little more than one.
+    single = str(runs["base"] / "exp_f32")
+    if not os.path.exists(single):
+        exporter.export_run(runs["none"], single, quantization="float32")
+    assert len(tflite_bytes) < 1.3 * os.path.getsize(
+        os.path.join(single, rundir.PHONE_MODEL))
+
+
+class _Recording:
+    """A signature runner that records (its length, the fed length)."""
+
+    def __init__(self, length, runner, calls):
+        self.length, self.runner, self.calls = length, runner, calls
+
+    def __call__(self, **feed):
+        self.calls.append((self.length, feed["token_ids"].shape[1]))
+        return self.runner(**feed)
+
+
+def test_pipeline_runs_the_shortest_fitting_length(runs, lengths_export):
+    out, _ = lengths_export
+    pipeline = ExportedPipeline(out)
+    assert pipeline.lengths == [4, 8, 16]
+    # [CLS] good [SEP]: 3 tokens; 6; more than 16 (truncated).
+    assert pipeline.lengths_for(SHORT_TEXTS) == [4, 8, 16]
+    assert [pipeline.length_for(n) for n in (1, 3, 4, 5, 8, 9, 16, 17)] == \
+        [4, 4, 4, 8, 8, 16, 16, 16]
+    ran = []
+    for length, runner in list(pipeline.runners.items()):
+        pipeline.runners[length] = _Recording(length, runner, ran)
+    released = pipeline.privatize(SHORT_TEXTS)["private_representation"]
+    assert ran == [(4, 4), (8, 8), (16, 16)]
+    reference, labels = _keras_reference(runs["none"], SHORT_TEXTS)
+    assert _cosine(released, reference).min() >= 0.9999
+    np.testing.assert_array_equal(pipeline.predict(SHORT_TEXTS)["label"],
+                                  labels)
+
+
+def test_short_model_releases_what_the_max_length_model_does(lengths_export):
+    """Mode none: a short text's release from each short model equals the
+    max_length model's (attention and pooling ignore padded positions)."""
+    out, _ = lengths_export
+    pipeline = ExportedPipeline(out)
+    features = pipeline.tokenizer(["good"])
+    ids = features["token_ids"].numpy()
+    mask = features["padding_mask"].numpy()
+    full = pipeline.runners[16](token_ids=ids, padding_mask=mask)
+    for length in (4, 8):
+        short = pipeline.runners[length](token_ids=ids[:, :length],
+                                         padding_mask=mask[:, :length])
+        np.testing.assert_allclose(short["private_representation"],
+                                   full["private_representation"],
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_bad_lengths_are_refused_before_writing(runs, tmp_path):
+    from tfdptext.cli import export as export_cli
+
+    for lengths, message in (([2], r"from 3 .* to 16 .*\[2\]"),
+                             ([8, 17], r"to 16 \(the run's max_length\)"),
+                             ([], "non-empty list of integers"),
+                             (["8"], "list of integers"),
+                             ([True], "list of integers"),
+                             (8, "list of integers")):
+        with pytest.raises(exporter.ExportError, match="`lengths`") as err:
+            exporter.export_run(runs["none"], str(tmp_path / "x"),
+                                lengths=lengths)
+        assert err.match(message)
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(exporter.ExportError, match="`lengths` must be "
+                       "comma-separated integers"):
+        export_cli._parse_lengths(["32", "x"])
+    assert export_cli._parse_lengths(["64", "32"]) == [64, 32]
+    assert exporter.default_lengths(128) == [16, 32, 64, 128]
+    assert exporter.default_lengths(100) == [16, 32, 64, 100]
+    assert exporter.default_lengths(16) == [16]
+    assert exporter.default_lengths(10) == [10]
+    assert exporter.resolve_lengths([64, 32, 32], 128) == [32, 64, 128]
+    assert exporter.resolve_lengths(np.array([3, 8]), 16) == [3, 8, 16]
+
+
+def test_damaged_length_models_are_caught(lengths_export, tmp_path):
+    from tfdptext.export.local import ExportDirError
+    from tfdptext.export.local import check_export_dir
+
+    out, _ = lengths_export
+    truncated = tmp_path / "truncated"
+    shutil.copytree(out, truncated)
+    path = truncated / rundir.PHONE_MODEL
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+    with pytest.raises(ExportDirError, match="bytes, manifest.json says"):
+        check_export_dir(str(truncated))
+    # A length listed with a file the manifest does not vouch for, one
+    # outside the export, and a signature the file lacks.
+    for name, change, message in (
+            ("unrecorded", {"file": "user/privatizer_4.tflite"},
+             "no size and SHA-256"),
+            ("outside", {"file": "../privatizer_4.tflite"}, "outside"),
+            ("no_signature", {"signature": "length_5"}, "signature")):
+        copy = tmp_path / name
+        shutil.copytree(out, copy)
+        shutil.copy(copy / rundir.PHONE_MODEL,
+                    copy / "user" / "privatizer_4.tflite")
+        manifest = json.loads((copy / "manifest.json").read_text())
+        manifest["user"]["models"][0].update(change)
+        (copy / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(ExportDirError, match=message):
+            ExportedPipeline(str(copy))

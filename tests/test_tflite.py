@@ -142,3 +142,40 @@ def test_seeded_random_op_is_refused():
     tflite_bytes = export.convert(keras.Model(x, _SeededNoise()(x)))
     with pytest.raises(export.ConversionError, match="seeded"):
         export.check_unseeded_builtins(tflite_bytes)
+
+
+def _length_models(table):
+    """Two models, input lengths 4 and 8, sharing one 2000 x 32 table."""
+    shared = keras.layers.Embedding(2000, 32, name="shared_table")
+    shared.build((None, None))
+    shared.embeddings.assign(table)
+    models = {}
+    for length in (4, 8):
+        ids = keras.Input((length,), dtype="int32", name="token_ids")
+        models[length] = keras.Model(
+            ids, {"mean": keras.ops.mean(shared(ids), axis=1)})
+    return models
+
+
+def test_signatures_share_weights_and_match_keras():
+    table = np.random.default_rng(1).normal(size=(2000, 32)).astype(
+        np.float32)
+    models = _length_models(table)
+    one = export.convert(models[8], batch_size=1)
+    both = export.convert_signatures(
+        {"length_4": models[4], "serving_default": models[8]},
+        batch_size=1)
+    assert sorted(export.signature_keys(both)) == ["length_4",
+                                                   "serving_default"]
+    # The 256 KB table is stored once, not once per signature.
+    assert len(one) > 2000 * 32 * 4 and len(both) < 1.2 * len(one)
+    interpreter = Interpreter(model_content=both)
+    ids = np.array([[5, 17, 1999, 0, 3, 3, 8, 1]], np.int32)
+    for key, length in (("length_4", 4), ("serving_default", 8)):
+        out = interpreter.get_signature_runner(key)(
+            token_ids=ids[:, :length])["mean"]
+        np.testing.assert_allclose(out, table[ids[0, :length]].mean(0)[None],
+                                   rtol=1e-5, atol=1e-6)
+    export.check_unseeded_builtins(both)
+    with pytest.raises(ValueError, match="at least one"):
+        export.convert_signatures({})

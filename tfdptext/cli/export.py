@@ -3,7 +3,9 @@
     tfdptext-export --model_dir=runs/ag_eps0.05 --output_dir=exports/ag_eps0.05
 
 Writes user/privatizer.tflite (builtin ops only, no seeded random op;
-dynamic-range int8 by default, --quantization=float32 on request), the
+dynamic-range int8 by default, --quantization=float32 on request; one
+signature per input length, --lengths, default 16, 32, 64, ... below the
+run's max_length plus max_length, so the app runs the shortest that fits), the
 vocabulary and tokenizer settings, server/<name>/<version>/ (a SavedModel
 with a `serving_default` signature whose inputs are the release only) and
 manifest.json. The output directory must not exist; a failed export leaves
@@ -40,6 +42,13 @@ def define_flags(flag_values=FLAGS):
                         flag_values=flag_values)
     flags.DEFINE_integer("version", 1, "TF Serving model version.",
                          flag_values=flag_values)
+    flags.DEFINE_list(
+        "lengths", None,
+        "Comma-separated input lengths of the phone model, from 3 to the "
+        "run's max_length (always added), e.g. 32,64,128; one signature "
+        "each in user/privatizer.tflite; the app runs the shortest that "
+        "holds a text's tokens. Default: 16, 32, 64, ... below max_length, "
+        "plus max_length.", flag_values=flag_values)
     flags.DEFINE_bool("tokenizer_in_graph", False,
                       "Also write user/privatizer_text_in.tflite, which takes "
                       "the sentence as a string (TF Text's FastBertTokenizer; "
@@ -73,16 +82,34 @@ def _check_paths():
                             "directory.")
 
 
+def _parse_lengths(values):
+    """--lengths as integers (None when not given); ExportError naming
+    `lengths` for a value that is not an integer (the range is checked by
+    the exporter against the run's max_length)."""
+    from tfdptext.export import exporter
+
+    if not values:
+        return None
+    try:
+        return [int(v) for v in values]
+    except ValueError:
+        raise exporter.ExportError(
+            f"`lengths` must be comma-separated integers (e.g. 32,64,128), "
+            f"received {','.join(values)!r}.") from None
+
+
 def export(argv):
     """The program: exports --model_dir into --output_dir."""
     del argv
     _check_paths()
+    lengths = _parse_lengths(FLAGS.lengths)
     from tfdptext.export import exporter
 
     manifest = exporter.export_run(
-        FLAGS.model_dir, FLAGS.output_dir, FLAGS.quantization,
-        FLAGS.model_name, FLAGS.version, noise_source=FLAGS.noise_source,
-        tokenizer_in_graph=FLAGS.tokenizer_in_graph,
+        FLAGS.model_dir, FLAGS.output_dir, quantization=FLAGS.quantization,
+        model_name=FLAGS.model_name, version=FLAGS.version,
+        noise_source=FLAGS.noise_source,
+        tokenizer_in_graph=FLAGS.tokenizer_in_graph, lengths=lengths,
         command=" ".join([NAME] + sys.argv[1:]))
     _print_summary(manifest)
 
@@ -90,10 +117,13 @@ def export(argv):
 def _print_summary(manifest):
     """What was written, and where the phone model's randomness comes
     from."""
-    user = manifest["files"]["user/privatizer.tflite"]["bytes"]
+    record = manifest["user"]
+    size = manifest["files"][record["file"]]["bytes"]
+    lengths = ", ".join(str(n) for n in record["lengths"])
     print(f"Exported {FLAGS.model_dir} -> {FLAGS.output_dir}")
-    print(f"  user/privatizer.tflite: {user / 2**20:.1f} MiB "
-          f"({manifest['user']['quantization']})")
+    print(f"  {record['file']}: {size / 2**20:.1f} MiB "
+          f"({record['quantization']}), input lengths {lengths} (one "
+          "signature each; the app runs the shortest that fits)")
     contract = manifest["user"]["randomness"]
     if "input" in contract:
         print(f"  randomness: the app fills `{contract['input']}` with "

@@ -2,10 +2,11 @@
 
     tfdptext-predict --export_dir=exports/ag_eps0.05 "some text" ...
 
-The TFLite user model privatizes each sentence (as the phone would); its
-output alone goes to the SavedModel's serving_default signature. Prints what
-was released, the predicted label's name (and index), the probabilities and
-the guarantee.
+The TFLite user model privatizes each sentence (as the phone would, with the
+phone model of the shortest input length that holds its tokens); its output
+alone goes to the SavedModel's serving_default signature. Prints the length
+used, what was released, the predicted label's name (and index), the
+probabilities and the guarantee.
 """
 
 from absl import flags
@@ -35,13 +36,15 @@ def predict(argv):
     from tfdptext.privacy import Guarantee
 
     pipeline = ExportedPipeline(FLAGS.export_dir)
+    lengths = pipeline.lengths_for(texts)
     released = pipeline.privatize(texts)
     answer = pipeline.serve(released)
-    main_output = [k for k in released if k != "padding_mask"][0]
+    main_output = pipeline.spec.release
     for i, text in enumerate(texts):
         shown = np.array2string(np.ravel(released[main_output][i])[:6],
                                 precision=3)
-        print(f"{text!r}\n  released {main_output}: {shown} ...\n"
+        print(f"{text!r}\n  phone model of length {lengths[i]}\n"
+              f"  released {main_output}: {shown} ...\n"
               f"  label {answer['label_name'][i]} "
               f"({int(answer['label'][i])}), probabilities "
               f"{np.array2string(answer['probabilities'][i], precision=3)}")

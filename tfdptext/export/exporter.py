@@ -10,6 +10,38 @@ are the release) and the manifest (mechanism, guarantee, specs, label
 names, sizes, SHA-256). What is released, and what the server takes, comes
 from the run's split point's `tfdptext.models.split_spec.SplitSpec`.
 
+Input lengths. A phone model has a fixed input length, and its latency grows
+with it (attention over every position), while real inputs are short
+(SST-2's median is about 20 tokens). The export therefore converts the
+phone model at several lengths (`lengths`; default 16, 32, 64, ... below the
+run's max_length, plus max_length itself) and the app (like
+`tfdptext.export.local.ExportedPipeline`) runs the shortest one that holds
+all of a text's tokens ([CLS] and [SEP] included).
+
+All lengths live in ONE .tflite (user/privatizer.tflite), one signature per
+length: `serving_default` for max_length (what older exports and apps run)
+and `length_<L>` for the others. We measured both layouts (MiniLM-L6, int8,
+lengths 16/32/64/128, DPNR user side): four separate files are 21.8-22.0
+MiB each, 87.5 MiB together, while the one file with four signatures is
+23.2 MiB, because the converter stores each weight buffer once and every
+signature reads it; a signature runs exactly as fast as the same length
+converted alone (same p50 within noise) and returns bit-identical releases.
+Memory (ai-edge-litert with XNNPACK, growth of the process's RSS after
+loading and one invoke): one length of the one file 72 MiB, all four 76
+MiB; one separate file 36-40 MiB, all four 118 MiB. For an app the one
+file is better: a quarter of the download and storage, one file to ship,
+hash and memory-map, one `Interpreter` whose signature runners are picked
+per call, and less memory once inputs of several lengths have been seen
+(separate files use less only in an app that loads a single length). An
+app that runs the file's only signature without naming it must now name
+it (`serving_default` keeps meaning the max_length model); `lengths=
+[max_length]` writes a single-signature file as before.
+
+What each length needs is in the manifest's `user.models` (file, signature,
+inputs, outputs, random-words contract: the number of random words grows
+with the length for token-level splits and with word dropout). The server
+signature takes releases of any length up to max_length (`save_server`).
+
 The export runs in named steps (`_export_into`): convert the user side,
 write the tokenizer, [convert the string-in phone model], save the server,
 write the manifest. Everything is written into a hidden sibling
@@ -23,6 +55,7 @@ clean export.
 """
 
 import dataclasses
+import numbers
 import os
 import re
 import shutil
@@ -58,6 +91,17 @@ RANDOMNESS = {NOISE_INPUT: randomness.APP_SECURE_RNG,
               NOISE_INTERNAL: randomness.TFLITE_INTERNAL}
 QUANTIZATIONS = ("int8", "float32")
 SIGNATURE = "serving_default"
+# Phone model lengths: the shortest accepted ([CLS] + one token + [SEP]),
+# and the shortest of the default set (then doubling below max_length).
+MIN_LENGTH = 3
+DEFAULT_SHORTEST_LENGTH = 16
+# How the app picks the phone model (manifest.json, user.selection).
+SELECTION_RULE = (
+    "tokenize to user.length (max_length) as user.tokenizer says; let n be "
+    "the number of real tokens ([CLS] and [SEP] included: the sum of "
+    "padding_mask); run the model of user.models with the smallest length "
+    ">= n on the first `length` entries of token_ids and padding_mask, "
+    "with that model's number of random words")
 
 
 class ExportError(TfdptextError):
@@ -93,9 +137,13 @@ class ExportOptions:
     noise_source: str = NOISE_INPUT
     tokenizer_in_graph: bool = False
     command: str = None
+    lengths: tuple = None  # None: default_lengths(max_length)
 
     def check(self):
-        """Raises ExportError for a value out of range; returns self."""
+        """Raises ExportError for a value out of range; returns self.
+        (`lengths` is checked against the run's max_length by
+        `resolve_lengths`.)"""
+        _check_length_values(self.lengths)
         if self.noise_source not in NOISE_SOURCES:
             raise ExportError(f"`noise_source` must be one of "
                               f"{NOISE_SOURCES}, received "
@@ -138,9 +186,69 @@ def check_run_dir(model_dir):
     return ExportSource(run, config, split, metrics, spec, max_length)
 
 
-def _phone_model(user, split_point, max_length, noise_source=NOISE_INPUT):
-    """Fixed-length phone model: (token_ids, padding_mask[, random_words])
-    -> {release name: release}.
+def default_lengths(max_length):
+    """16, 32, 64, ... (doubling) below `max_length`, then `max_length`."""
+    lengths = []
+    length = DEFAULT_SHORTEST_LENGTH
+    while length < max_length:
+        lengths.append(length)
+        length *= 2
+    return lengths + [max_length]
+
+
+def _check_length_values(lengths):
+    """`lengths` as a tuple (None stays None); ExportError unless it is
+    None or a non-empty list of integers (their range needs the run:
+    `resolve_lengths`)."""
+    if lengths is None:
+        return None
+    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
+        raise ExportError(f"`lengths` must be a list of integers, received "
+                          f"{lengths!r}.")
+    values = list(lengths)
+    if not values or any(isinstance(v, bool)
+                         or not isinstance(v, numbers.Integral)
+                         for v in values):
+        raise ExportError(f"`lengths` must be a non-empty list of integers "
+                          f"(input lengths of the phone model), received "
+                          f"{lengths!r}.")
+    return tuple(int(v) for v in values)
+
+
+def resolve_lengths(lengths, max_length):
+    """The phone model's input lengths, ascending, max_length included.
+
+    Args:
+        lengths: integers from MIN_LENGTH to `max_length`, or None for
+            `default_lengths(max_length)`. `max_length` is always added:
+            its model serves every text (longer ones are truncated).
+        max_length: the run's max_length.
+
+    Raises ExportError, naming `lengths` and the allowed range, for a value
+    out of range.
+    """
+    lengths = _check_length_values(lengths)
+    if lengths is None:
+        return default_lengths(max_length)
+    bad = sorted({v for v in lengths if not MIN_LENGTH <= v <= max_length})
+    if bad:
+        raise ExportError(
+            f"`lengths` must lie from {MIN_LENGTH} ([CLS], one token, "
+            f"[SEP]) to {max_length} (the run's max_length); {bad} "
+            f"{'is' if len(bad) == 1 else 'are'} outside, in {list(lengths)}.")
+    return sorted(set(lengths) | {max_length})
+
+
+def phone_signature(length, max_length):
+    """The signature key of the phone model of `length` in the .tflite:
+    SIGNATURE for max_length (as in single-length exports), else
+    `length_<length>`."""
+    return SIGNATURE if length == max_length else f"length_{length}"
+
+
+def _phone_model(user, split_point, length, noise_source=NOISE_INPUT):
+    """Phone model of a fixed input `length`: (token_ids, padding_mask[,
+    random_words]) -> {release name: release}.
 
     noise_source="input": `tfdptext.models.secure.secure_user_model` (every
     random choice from the app's words, checked, failing closed).
@@ -149,10 +257,10 @@ def _phone_model(user, split_point, max_length, noise_source=NOISE_INPUT):
     if noise_source == NOISE_INPUT:
         dropout, privatizer = secure.find_layers(user)
         if dropout is not None or privatizer is not None:
-            return secure.secure_user_model(user, split_point, max_length)
+            return secure.secure_user_model(user, split_point, length)
     name = split_spec.get(split_point).release
-    ids = keras.Input((max_length,), dtype="int32", name="token_ids")
-    mask = keras.Input((max_length,), dtype="int32", name="padding_mask")
+    ids = keras.Input((length,), dtype="int32", name="token_ids")
+    mask = keras.Input((length,), dtype="int32", name="padding_mask")
     released = user({"token_ids": ids, "padding_mask": mask,
                      "segment_ids": keras.ops.zeros_like(ids)})
     return keras.Model({"token_ids": ids, "padding_mask": mask},
@@ -171,12 +279,15 @@ def _export_guarantee(user, split, max_length, noise_source):
         randomness=RANDOMNESS[noise_source])
 
 
-def server_input_specs(split_point, max_length, dim):
+def server_input_specs(split_point, max_length, dim, *, any_length=False):
     """The TensorSpecs of the server signature's inputs (the release and,
-    for token-level splits, the padding mask), in order."""
+    for token-level splits, the padding mask), in order. With
+    `any_length`, the length axis is None (releases of any length up to
+    max_length; see `_write_server`)."""
+    length = None if any_length else max_length
     return [tf.TensorSpec(info.shape, info.dtype, name=info.name)
             for info in split_spec.get(split_point).signature_inputs(
-                max_length, dim)]
+                length, dim)]
 
 
 def _refuse_unusable(release):
@@ -214,21 +325,49 @@ def label_names_of(model_dir, metrics, split, num_classes):
     return [str(i) for i in range(num_classes)]
 
 
+def _refuse_bad_length(inputs, release_name, max_length):
+    """Server-side check of a token-level release of any length: its
+    length axis must equal the padding mask's and be at most
+    `max_length` (the server encoder's positions); refused otherwise."""
+    release = inputs[release_name]
+    mask = inputs[split_spec.PADDING_MASK]
+    length = tf.shape(release)[1]
+    ok = tf.logical_and(tf.equal(length, tf.shape(mask)[1]),
+                        length <= max_length)
+    message = (f"tfdptext: refused release: its length must equal the "
+               f"padding mask's and be at most {max_length}; got")
+    check = tf.debugging.Assert(ok, [message, length, tf.shape(mask)[1]])
+    with tf.control_dependencies([check]):
+        return {name: tf.identity(t) for name, t in inputs.items()}
+
+
 def _write_server(server, split_point, max_length, dim, path,
-                  label_names=None):
+                  label_names=None, *, any_length=False):
     """Saves `server` as a SavedModel at `path` with one signature,
     `serving_default`: the spec's signature inputs -> probabilities,
     label, label_name. A release holding NaN, inf or negative ids is
-    refused (`_refuse_unusable`)."""
+    refused (`_refuse_unusable`).
+
+    `any_length` (what the exporter uses): token-level releases (and their
+    padding mask) may have any length from 1 to `max_length`, so releases
+    of every phone model length are servable without padding; a longer
+    one, or a mask of another length, is refused. Otherwise the length is
+    fixed to `max_length`. The sequence split's release has no length
+    axis either way.
+    """
     spec = split_spec.get(split_point)
     if label_names is None:
         label_names = [str(i) for i in range(int(server.output.shape[-1]))]
     names = tf.constant(label_names, dtype=tf.string)
-    input_specs = server_input_specs(split_point, max_length, dim)
+    input_specs = server_input_specs(split_point, max_length, dim,
+                                     any_length=any_length)
     input_names = [s.name for s in input_specs]
+    check_length = any_length and spec.per_token
 
     def serve(*tensors):
         inputs = dict(zip(input_names, tensors))
+        if check_length:
+            inputs = _refuse_bad_length(inputs, spec.release, max_length)
         inputs[spec.release] = _refuse_unusable(inputs[spec.release])
         logits = server(spec.server_feed(inputs), training=False)
         probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
@@ -283,9 +422,10 @@ def _check_model_name(name):
     return name
 
 
-def export_run(model_dir, output_dir, quantization="int8", model_name=None,
-               version=1, *, command=None, noise_source=NOISE_INPUT,
-               tokenizer_in_graph=False):
+def export_run(model_dir, output_dir, *, quantization="int8",
+               model_name=None, version=1, command=None,
+               noise_source=NOISE_INPUT, tokenizer_in_graph=False,
+               lengths=None):
     """Exports a training run (see the module docstring).
 
     Args:
@@ -302,21 +442,29 @@ def export_run(model_dir, output_dir, quantization="int8", model_name=None,
             or "internal" (opt-in: the model's own TFLite RANDOM_* ops,
             keyed from 32 bits per app process, so the noise is
             predictable; the manifest's guarantee says so).
-        tokenizer_in_graph: also write the string-in phone model.
+        tokenizer_in_graph: also write the string-in phone model (at
+            max_length only: it tokenizes in the graph).
+        lengths: the phone model's input lengths, integers from 3 to the
+            run's max_length (max_length is always added); default: 16,
+            32, 64, ... below max_length, plus max_length. One signature
+            per length in user/privatizer.tflite (module docstring).
 
     Returns the manifest dict. Raises ExportError before writing anything
     when the output exists or the run cannot be exported.
     """
     options = ExportOptions(quantization, model_name, version, noise_source,
-                            tokenizer_in_graph, command).check()
+                            tokenizer_in_graph, command,
+                            _check_length_values(lengths)).check()
     runfiles.check_output_path(output_dir, error=ExportError)
     if os.path.exists(output_dir):
         raise ExportError(f"`output_dir` {output_dir} exists; choose a new "
                           "directory (exports are never overwritten).")
     source = check_run_dir(model_dir)
-    options = dataclasses.replace(options, model_name=_check_model_name(
-        model_name or os.path.basename(
-            os.path.normpath(model_dir)).replace(".", "_")))
+    options = dataclasses.replace(
+        options,
+        model_name=_check_model_name(model_name or os.path.basename(
+            os.path.normpath(model_dir)).replace(".", "_")),
+        lengths=tuple(resolve_lengths(options.lengths, source.max_length)))
     # Removes the partial directories of exports killed earlier (their
     # process is gone). Everything, the TFLite converter's intermediate
     # SavedModel included, is written inside `tmp`.
@@ -331,7 +479,8 @@ def export_run(model_dir, output_dir, quantization="int8", model_name=None,
 
 
 def _export_into(out, source, options):
-    """The export's steps, each writing into `out` (an ExportDir)."""
+    """The export's steps, each writing into `out` (an ExportDir);
+    `options.lengths` is resolved (`resolve_lengths`)."""
     # A global seed (e.g. keras.utils.set_random_seed in a training run in
     # this process) would give every traced random op a fixed seed, and every
     # phone the same noise. Clear it; check_unseeded_builtins still guards.
@@ -340,9 +489,11 @@ def _export_into(out, source, options):
     server = keras.models.load_model(source.run.file(rundir.SERVER))
     guarantee = _export_guarantee(user, source.split, source.max_length,
                                   options.noise_source)
-    phone = _phone_model(user, source.spec.name, source.max_length,
-                         options.noise_source)
-    user_record = convert_user_side(phone, out, options)
+    phones = {length: _phone_model(user, source.spec.name, length,
+                                   options.noise_source)
+              for length in options.lengths}
+    phone = phones[source.max_length]
+    user_record = convert_user_side(phones, out, options)
     tokenizer = write_tokenizer(source, out)
     user_record["tokenizer"] = tokenizer.config()
     user_record["text_in"] = (
@@ -369,30 +520,67 @@ def _write_bytes(path, content):
         f.write(content)
 
 
-def convert_user_side(phone, out, options):
-    """Step 1: the phone model as TFLite (PHONE_MODEL), checked for seeded
-    or, with noise_source=input, any random op. Returns the manifest's
-    "user" record so far."""
+def convert_user_side(phones, out, options):
+    """Step 1: the phone models, {length: Keras model}, as ONE TFLite file
+    (PHONE_MODEL) with a signature per length (`phone_signature`), checked
+    for seeded or, with noise_source=input, any random op. Returns the
+    manifest's "user" record so far (`_user_record`)."""
+    max_length = max(phones)
     # One sentence per invoke, as an app runs it; a fixed batch lets the
     # converter fold the reshape shape arithmetic (faster on the phone).
-    tflite_bytes = tflite.convert(phone, quantize=options.quantize,
-                                  batch_size=1, temp_dir=out.path)
+    tflite_bytes = tflite.convert_signatures(
+        {phone_signature(length, max_length): phone
+         for length, phone in sorted(phones.items())},
+        quantize=options.quantize, batch_size=1, temp_dir=out.path)
     ops = tflite.check_unseeded_builtins(tflite_bytes)
     if options.noise_source == NOISE_INPUT and any(
             op.name in tflite.RANDOM_OPS for op in ops):
         raise ExportError("noise_source=input, but the model still draws "
                           "its own random numbers.")
     _write_bytes(out.file(rundir.PHONE_MODEL), tflite_bytes)
+    return _user_record(phones, options, sorted({op.name for op in ops}))
+
+
+def _length_record(length, phone, max_length, options):
+    """The manifest's record of the phone model of one length."""
     return {
+        "length": length,
         "file": rundir.PHONE_MODEL,
-        "quantization": options.quantization,
-        "noise_source": options.noise_source,
+        "signature": phone_signature(length, max_length),
         "inputs": {name: _tensor_record(t)
                    for name, t in phone.input.items()},
         "outputs": {name: _tensor_record(t)
                     for name, t in phone.output.items()},
-        "tflite_ops": sorted({op.name for op in ops}),
         "randomness": _randomness_contract(phone, options.noise_source),
+    }
+
+
+def _user_record(phones, options, tflite_ops):
+    """The manifest's "user" record: `models`, one record per length
+    (ascending), and, at the top level as in single-length exports, the
+    max_length model's file, signature, inputs, outputs and randomness."""
+    max_length = max(phones)
+    models = [_length_record(length, phones[length], max_length, options)
+              for length in sorted(phones)]
+    longest = models[-1]
+    return {
+        "file": longest["file"],
+        "signature": longest["signature"],
+        "length": max_length,
+        "about": (
+            "file/signature/inputs/outputs/randomness describe the "
+            "max_length model, which serves every text (longer texts are "
+            "truncated); `models` lists every length, each a signature of "
+            "the same file; pick one by `selection`"),
+        "quantization": options.quantization,
+        "noise_source": options.noise_source,
+        "inputs": longest["inputs"],
+        "outputs": longest["outputs"],
+        "tflite_ops": tflite_ops,
+        "randomness": longest["randomness"],
+        "lengths": sorted(phones),
+        "selection": SELECTION_RULE,
+        "models": models,
     }
 
 
@@ -428,22 +616,41 @@ def convert_text_input(phone, tokenizer, out, options):
 
 def save_server(server, source, out, options, *, dim, label_names):
     """Step 3: the server SavedModel under SERVER_DIR/<name>/<version>;
-    returns the manifest's "server" record."""
+    returns the manifest's "server" record. Token-level releases of any
+    length up to max_length are accepted (`_write_server`'s
+    `any_length`)."""
     path = out.server_path(options.model_name, options.version)
     _write_server(server, source.spec.name, source.max_length, dim,
-                  out.file(path), label_names)
-    return {
+                  out.file(path), label_names, any_length=True)
+    record = {
         "model_name": options.model_name,
         "version": options.version,
         "path": path,
         "signature": SIGNATURE,
         "inputs": {info.name: [*info.shape, info.dtype]
-                   for info in source.spec.signature_inputs(
-                       source.max_length, dim)},
+                   for info in source.spec.signature_inputs(None, dim)},
         "outputs": {"probabilities": "float32 (batch, classes)",
                     "label": "int32 (batch,)",
                     "label_name": "string (batch,)"},
+        "max_length": source.max_length,
     }
+    record["release_length"] = _server_length_contract(source)
+    return record
+
+
+def _server_length_contract(source):
+    """What the server signature accepts along the length axis
+    (manifest.json, server.release_length)."""
+    if not source.spec.per_token:
+        return ("no length axis: one vector per text, whatever the phone "
+                "model's length")
+    return (
+        f"any length from 1 to {source.max_length} (max_length): send the "
+        "release and padding_mask as the phone model of user.models made "
+        "them; both must have the same length. A batch shares one length: "
+        "pad shorter rows to the longest (release 0, or the pad id for "
+        "token ids; padding_mask 0), which leaves their answer unchanged. "
+        "Longer releases, or a mask of another length, are refused")
 
 
 def write_manifest(out, *, source, options, guarantee, user_record,

@@ -3,7 +3,14 @@
 No TF Serving binary is needed: the user model runs in ai-edge-litert's
 plain Interpreter (builtins only, as on a phone) and its output is fed to the
 SavedModel's `serving_default` signature loaded with tf.saved_model.load.
+
+Like the app, the pipeline runs, for each text, the phone model of the
+shortest input length that holds all its tokens (the manifest's
+`user.models`, one signature per length; `ExportedPipeline.length_for`).
+Exports made before lengths have one model, of max_length.
 """
+
+import dataclasses
 
 import numpy as np
 
@@ -31,17 +38,76 @@ def check_export_dir(export_dir):
     return rundir.ExportDir(export_dir, ExportDirError).check()
 
 
+@dataclasses.dataclass(frozen=True)
+class PhoneModel:
+    """The phone model of one input length, as the manifest lists it.
+
+    Attributes:
+        length: its input length (token_ids and padding_mask columns).
+        file: its .tflite, relative to the export.
+        signature: its signature key in that file (None: the file's only
+            signature, as in exports made before lengths).
+        random_words: how many random words one call takes (0: none).
+    """
+
+    length: int
+    file: str
+    signature: str | None
+    random_words: int
+
+
+def phone_models(manifest, max_length, where):
+    """The PhoneModels of a manifest's `user` record, shortest first.
+
+    `max_length` is the tokenizer's; the longest model must have it (it
+    serves every text). Exports made before lengths list no `models`: their
+    one model is `user.file` at max_length. ExportDirError (naming `where`)
+    when the records are malformed or inconsistent.
+    """
+    user = manifest["user"]
+    records = user.get("models") or [{
+        "length": max_length, "file": user["file"],
+        "signature": user.get("signature"), "inputs": user["inputs"]}]
+    models = []
+    for record in records:
+        try:
+            words = record["inputs"].get(secure.RANDOM_WORDS)
+            models.append(PhoneModel(
+                length=int(record["length"]), file=str(record["file"]),
+                signature=record.get("signature"),
+                random_words=int(words[-2]) if words else 0))
+        except (KeyError, TypeError, ValueError, AttributeError,
+                IndexError):
+            raise ExportDirError(
+                f"{where}: user.models holds a malformed record "
+                f"{record!r}; export the run again.") from None
+    models.sort(key=lambda m: m.length)
+    lengths = [m.length for m in models]
+    if len(set(lengths)) != len(lengths) or lengths[-1] != max_length:
+        raise ExportDirError(
+            f"{where}: user.models lengths {lengths} must be distinct and "
+            f"end at the tokenizer's max_length {max_length}; export the "
+            "run again.")
+    return models
+
+
 class ExportedPipeline:
     """The phone side and the server side of an export directory.
+
+    Attributes:
+        manifest: the checked manifest.
+        models: the PhoneModels, shortest first.
+        runners: {length: signature runner of that length's phone model}.
 
     Example:
     >>> pipe = ExportedPipeline("exports/ag_eps0.05")
     >>> pipe.predict(["Stocks rallied after the report."])["label_name"]
+    >>> pipe.lengths_for(["Stocks rallied after the report."])
+    [16]
     """
 
     def __init__(self, export_dir, num_threads=1):
         import tensorflow as tf
-        from ai_edge_litert.interpreter import Interpreter
 
         from tfdptext.data.tokenization import TextTokenizer
 
@@ -53,16 +119,9 @@ class ExportedPipeline:
         user = self.manifest["user"]
         self.tokenizer = TextTokenizer.from_config(
             export.file(rundir.EXPORT_VOCAB), user["tokenizer"])
-        model_path = export.file(user["file"])
-        try:
-            self.interpreter = Interpreter(model_path=model_path,
-                                           num_threads=num_threads)
-            self.privatize_fn = self.interpreter.get_signature_runner()
-        except (ValueError, RuntimeError) as err:
-            raise ExportDirError(
-                f"{model_path} is not a usable TFLite model ("
-                f"{_first_line(err)}); the export is corrupt: export the "
-                "run again.") from None
+        self.models = phone_models(self.manifest, self.tokenizer.max_length,
+                                   export.file(rundir.MANIFEST))
+        self.runners = _signature_runners(export, self.models, num_threads)
         server = self.manifest["server"]
         server_path = export.file(server["path"])
         try:
@@ -79,34 +138,84 @@ class ExportedPipeline:
                 "run again.") from None
         self._loaded = loaded  # keep the object alive
 
+    @property
+    def lengths(self):
+        """The phone models' input lengths, ascending."""
+        return [m.length for m in self.models]
+
+    def model_for(self, num_tokens):
+        """The PhoneModel of the shortest length that holds `num_tokens`
+        tokens ([CLS] and [SEP] included); the max_length one for longer
+        (truncated) texts."""
+        for model in self.models:
+            if model.length >= num_tokens:
+                return model
+        return self.models[-1]
+
+    def length_for(self, num_tokens):
+        """The input length `model_for(num_tokens)` runs at."""
+        return self.model_for(num_tokens).length
+
+    def lengths_for(self, texts):
+        """The phone model length each text runs on."""
+        mask = self.tokenizer(list(texts))["padding_mask"].numpy()
+        return [self.length_for(int(row.sum())) for row in mask]
+
     def privatize(self, texts):
-        """What leaves the phone: the TFLite model's outputs (a dict)."""
+        """What leaves the phone: the TFLite models' outputs (a dict).
+
+        Each text runs on the shortest model that holds its tokens. For
+        token-level splits the releases of a batch are padded to the
+        longest one's length (release: 0, or the pad id for token ids;
+        padding mask: 0), which the server accepts and which leaves each
+        answer unchanged; the padding mask is added, as the app sends it.
+        """
         features = self.tokenizer(list(texts))
         ids = features["token_ids"].numpy()
         mask = features["padding_mask"].numpy()
-        words_spec = self.manifest["user"]["inputs"].get(secure.RANDOM_WORDS)
-        released = []
-        for i in range(len(ids)):
-            feed = {"token_ids": ids[i:i + 1], "padding_mask": mask[i:i + 1]}
-            if words_spec is not None:
-                # What the app does: fresh words from the secure generator
-                # for every call.
-                feed[secure.RANDOM_WORDS] = secure.os_random_words(
-                    [1, *words_spec[1:-1]])
-            out = self.privatize_fn(**feed)
-            if not all(secure.release_is_usable(v) for v in out.values()):
-                raise secure.RandomnessError(
-                    f"The phone model returned an unusable release for text "
-                    f"{i} (NaN or id -1): its random words failed the "
-                    "checks or its representation was not finite.")
-            released.append(out)
-        out = {k: np.concatenate([r[k] for r in released])
+        released = [self._privatize_one(ids[i:i + 1], mask[i:i + 1], i)
+                    for i in range(len(ids))]
+        if not self.spec.per_token:
+            return {k: np.concatenate([r[k] for r in released])
+                    for k in released[0]}
+        width = max(r[self.spec.release].shape[1] for r in released)
+        out = {k: np.concatenate([self._pad(k, r[k], width)
+                                  for r in released])
                for k in released[0]}
         if self.spec.mask_travels:
             # The app sends the padding mask with the release; the server
             # makes the segment ids.
-            out[split_spec.PADDING_MASK] = mask
+            out[split_spec.PADDING_MASK] = mask[:, :width]
         return out
+
+    def _privatize_one(self, ids, mask, index):
+        """One text (rows of max_length) through the shortest fitting phone
+        model: {output name: array of that model's length}."""
+        model = self.model_for(int(mask.sum()))
+        feed = {"token_ids": ids[:, :model.length],
+                "padding_mask": mask[:, :model.length]}
+        if model.random_words:
+            # What the app does: fresh words from the secure generator
+            # for every call.
+            feed[secure.RANDOM_WORDS] = secure.os_random_words(
+                [1, model.random_words])
+        out = self.runners[model.length](**feed)
+        if not all(secure.release_is_usable(v) for v in out.values()):
+            raise secure.RandomnessError(
+                f"The phone model returned an unusable release for text "
+                f"{index} (NaN or id -1): its random words failed the "
+                "checks or its representation was not finite.")
+        return out
+
+    def _pad(self, key, value, width):
+        """A per-token release row padded along its length axis to
+        `width` with the spec's pad value."""
+        missing = width - value.shape[1]
+        if missing == 0:
+            return value
+        pad = [(0, 0), (0, missing)] + [(0, 0)] * (value.ndim - 2)
+        return np.pad(value, pad, constant_values=self.spec.pad_value(
+            key, self.tokenizer.pad_id))
 
     def serve(self, released):
         """The server's answer to a batch of releases."""
@@ -135,3 +244,27 @@ class ExportedPipeline:
         """The server's answer for each text: `probabilities`, `label`
         (index) and `label_name` (its name, a str)."""
         return self.serve(self.privatize(texts))
+
+
+def _signature_runners(export, models, num_threads):
+    """{length: signature runner}: one Interpreter per phone model file,
+    the runner of each model's signature in it. ExportDirError when a file
+    is not a usable TFLite model or lacks a listed signature."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreters, runners = {}, {}
+    for model in models:
+        path = export.file(model.file)
+        try:
+            if model.file not in interpreters:
+                interpreters[model.file] = Interpreter(
+                    model_path=path, num_threads=num_threads)
+            runners[model.length] = interpreters[
+                model.file].get_signature_runner(model.signature)
+        except (ValueError, RuntimeError) as err:
+            raise ExportDirError(
+                f"{path} is not a usable TFLite model with the signature "
+                f"{model.signature!r} of length {model.length} "
+                f"({_first_line(err)}); the export is corrupt: export the "
+                "run again.") from None
+    return runners

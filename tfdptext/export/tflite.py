@@ -1,10 +1,13 @@
 """Converting Keras models to TFLite, and checking what a .tflite holds.
 
-Conversion goes through `model.export(..., format="tf_saved_model")` and
-`TFLiteConverter.from_saved_model`: on Keras 3 the concrete-function and
-tf.Module routes convert but silently output NaN (platform notes).
+Conversion goes through `model.export(..., format="tf_saved_model")` (or,
+for several signatures in one file, Keras' `ExportArchive`, which
+`model.export` uses underneath) and `TFLiteConverter.from_saved_model`: on
+Keras 3 the concrete-function and tf.Module routes convert but silently
+output NaN (platform notes).
 """
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -60,36 +63,111 @@ def convert(model, quantize=False, builtins_only=True, custom_ops=False,
             output directory, so that a killed export leaves nothing in the
             system's temporary directory.
     """
+    signature = _input_signature(model, _check_batch_size(batch_size))
+    with _saved_model_dir(temp_dir) as saved:
+        model.export(saved, format="tf_saved_model", verbose=False,
+                     input_signature=signature)
+        return _convert_saved_model(saved, None, quantize=quantize,
+                                    builtins_only=builtins_only,
+                                    custom_ops=custom_ops)
+
+
+def convert_signatures(models, *, quantize=False, builtins_only=True,
+                       custom_ops=False, batch_size=None, temp_dir=None):
+    """Converts several Keras models into ONE .tflite, one signature each.
+
+    The models may share layers (e.g. the same user side wrapped at several
+    input lengths): their variables are saved once in the intermediate
+    SavedModel, and the converter stores each weight buffer once, so the
+    file grows only by the extra graphs (for MiniLM int8 at lengths 16, 32,
+    64 and 128: 23.2 MiB against 22.0 MiB for one length).
+
+    Args:
+        models: {signature key: built Keras model}; each model's inputs
+            become its signature's inputs (by name).
+        quantize, builtins_only, custom_ops, batch_size, temp_dir: as in
+            `convert`.
+    """
+    if not models:
+        raise ValueError("`models` must hold at least one model.")
+    batch_size = _check_batch_size(batch_size)
+    archive = keras.export.ExportArchive()
+    for key, model in models.items():
+        archive.track(model)
+        archive.add_endpoint(
+            key, _endpoint(model),
+            input_signature=_input_signature(model, batch_size))
+    with _saved_model_dir(temp_dir) as saved:
+        archive.write_out(saved, verbose=False)
+        return _convert_saved_model(saved, list(models), quantize=quantize,
+                                    builtins_only=builtins_only,
+                                    custom_ops=custom_ops)
+
+
+def signature_keys(tflite_bytes):
+    """The signature keys of a .tflite, in file order."""
+    model = flatbuffer_utils.convert_bytearray_to_object(tflite_bytes)
+    return [s.signatureKey.decode() for s in model.signatureDefs or []]
+
+
+def _endpoint(model):
+    """The function one signature runs: the model on its input dict."""
+
+    def call(inputs):
+        return model(inputs)
+
+    return call
+
+
+def _check_batch_size(batch_size):
     if batch_size is not None and (not isinstance(batch_size, int)
                                    or batch_size < 1):
         raise ValueError(f"`batch_size` must be None or an integer >= 1, "
                          f"got {batch_size!r}.")
-    signature = None
-    if batch_size is not None:
-        signature = [keras.tree.map_structure(
-            lambda t: tf.TensorSpec((batch_size, *t.shape[1:]), t.dtype,
-                                    name=t.name), model.input)]
+    return batch_size
+
+
+def _input_signature(model, batch_size):
+    """[TensorSpecs shaped like the model's inputs, batch fixed to
+    `batch_size`], or None to keep the model's own (dynamic batch)."""
+    if batch_size is None:
+        return None
+    return [keras.tree.map_structure(
+        lambda t: tf.TensorSpec((batch_size, *t.shape[1:]), t.dtype,
+                                name=t.name), model.input)]
+
+
+@contextlib.contextmanager
+def _saved_model_dir(temp_dir):
+    """A fresh path for the intermediate SavedModel inside a temporary
+    directory made in `temp_dir` (default: the system's), removed
+    afterwards."""
     if temp_dir is not None and not os.path.isdir(temp_dir):
         raise ValueError(f"`temp_dir`: no such directory {temp_dir}.")
     with tempfile.TemporaryDirectory(prefix="tflite-convert-",
                                      dir=temp_dir) as tmp:
-        saved = os.path.join(tmp, "saved_model")
-        model.export(saved, format="tf_saved_model", verbose=False,
-                     input_signature=signature)
-        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
-        ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        if not builtins_only:
-            ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
-        converter.target_spec.supported_ops = ops
-        if quantize:
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.allow_custom_ops = custom_ops
-        try:
-            return converter.convert()
-        except Exception as err:  # The converter raises several types.
-            raise ConversionError(
-                f"TFLite conversion with builtins only failed: {err}"
-            ) from err
+        yield os.path.join(tmp, "saved_model")
+
+
+def _convert_saved_model(saved, keys, *, quantize, builtins_only,
+                         custom_ops):
+    """TFLiteConverter.from_saved_model on `saved` (signatures `keys`;
+    None: serving_default) with our settings."""
+    converter = tf.lite.TFLiteConverter.from_saved_model(
+        saved, signature_keys=keys)
+    ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if not builtins_only:
+        ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
+    converter.target_spec.supported_ops = ops
+    if quantize:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.allow_custom_ops = custom_ops
+    try:
+        return converter.convert()
+    except Exception as err:  # The converter raises several types.
+        raise ConversionError(
+            f"TFLite conversion with builtins only failed: {err}"
+        ) from err
 
 
 def operators(tflite_bytes):
