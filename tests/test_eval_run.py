@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -21,15 +20,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, tiny_backbone):
+def runs(tmp_path_factory, tiny_preset):
     """Tiny trained runs on the synthetic corpus (which leaks gender and
     age through word choice): clean, heavily noised, and token-level."""
-    from tfdptext import models
-
     base = tmp_path_factory.mktemp("eval")
-    preset = str(base / "preset")
-    tiny_backbone.save_to_preset(preset)
-    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), preset)
+    preset = tiny_preset
     corpus = data.load_synthetic(num_examples=1000)
     out = {"base": base, "corpus": corpus}
     for name, kwargs in (("none", {"mode": "none"}),

@@ -24,14 +24,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, tiny_backbone):
+def runs(tmp_path_factory, tiny_preset):
     """Two tiny trained runs: non-private (parity) and robust (noise)."""
-    from tfdptext import models
-
     base = tmp_path_factory.mktemp("export")
-    preset = str(base / "preset")
-    tiny_backbone.save_to_preset(preset)
-    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), preset)
+    preset = tiny_preset
     corpus = data.load_synthetic(num_examples=400)
     out = {}
     for mode, kwargs in (("none", {}), ("robust", {"epsilon": 2.0})):

@@ -50,13 +50,8 @@ def env(base):
 
 
 @pytest.fixture(scope="module")
-def preset(base, tiny_backbone):
-    from tfdptext import models
-
-    path = str(base / "preset")
-    tiny_backbone.save_to_preset(path)
-    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
-    return path
+def preset(tiny_preset):
+    return tiny_preset
 
 
 def train_flags(preset, epochs=EPOCHS):
@@ -294,12 +289,12 @@ def test_eval_finished_rerun_says_done_other_options_refused(evaluated):
     shutil.rmtree(junk)
 
 
-def test_sweep_killed_resumes(base, trained, env):
+def test_sweep_killed_resumes(base, preset, trained, env):
     """tfdptext-sweep killed while its cell's evaluation runs (the cell's
     training is a copy of the finished run: the sweep skips it), re-run."""
     flagfile = base / "sweep.flags"
     flagfile.write_text("\n".join(
-        f for f in train_flags(os.path.join(base, "preset"))
+        f for f in train_flags(preset)
         if not f.startswith("--epsilon")) + "\n")
     sweep_dir = base / "sweep"
     cell = sweep_dir / "epsilon2"

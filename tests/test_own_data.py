@@ -4,7 +4,6 @@ with word labels, export, and a prediction that names the label."""
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 
@@ -43,13 +42,8 @@ def files(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def preset(files, tiny_backbone):
-    from tfdptext import models
-
-    path = str(files["base"] / "preset")
-    tiny_backbone.save_to_preset(path)
-    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
-    return path
+def preset(tiny_preset):
+    return tiny_preset
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ the guarantees' units and delta.
 
 import math
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
