@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from tfdptext import data
+from tfdptext import rundir
 from tfdptext import training
 from tfdptext.layers import base as layers_base
+from tfdptext.models import split_spec
 from tfdptext.training import trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,19 +74,23 @@ def test_each_mode_trains_and_loss_decreases(tiny_preset, corpus, tmp_path,
 
 def test_user_side_noise_on_at_inference_after_loading(tiny_preset, corpus,
                                                        tmp_path):
-    config = _config(tiny_preset, mode="robust", epsilon=1.0, epochs=1)
-    training.train(config, str(tmp_path / "r"), dataset=corpus, verbose=0)
+    from keras.src.utils import rng_utils
     from tensorflow.python.eager import context
 
+    keras_seed = rng_utils.get_random_seed()
+    config = _config(tiny_preset, mode="robust", epsilon=1.0, epochs=1)
+    training.train(config, str(tmp_path / "r"), dataset=corpus, verbose=0)
     assert context.global_seed() is None  # --seed never seeds the noise
+    assert rng_utils.get_random_seed() == keras_seed  # nor keras.random
     user = keras.models.load_model(str(tmp_path / "r" / "user_side.keras"))
     assert any(isinstance(l, layers_base.PrivatizationLayer)
                for l in user._flatten_layers())
     from tfdptext import models
 
     features = models.load_tokenizer(tiny_preset, 16)(["good service"] * 2)
-    a = user.predict(features, verbose=0)
-    b = user.predict(features, verbose=0)
+    release = split_spec.get(split_spec.SEQUENCE).release
+    a = user.predict(features, verbose=0)[release]
+    b = user.predict(features, verbose=0)[release]
     assert not np.array_equal(a, b) and not np.array_equal(a[0], a[1])
 
 
@@ -115,6 +121,14 @@ class _Interrupt(keras.callbacks.Callback):
             raise KeyboardInterrupt("simulated kill")
 
 
+class _StartingStep(keras.callbacks.Callback):
+    """The optimizer's iteration count when training (re)starts."""
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if not hasattr(self, "step"):
+            self.step = int(self.model.optimizer.iterations.numpy())
+
+
 def test_resume_after_interrupt(tiny_preset, corpus, tmp_path):
     config = _config(tiny_preset, mode="none", epochs=3)
     out = str(tmp_path / "resume")
@@ -122,12 +136,19 @@ def test_resume_after_interrupt(tiny_preset, corpus, tmp_path):
         training.train(config, out, dataset=corpus, verbose=0,
                        extra_callbacks=[_Interrupt()])
     assert os.path.isdir(os.path.join(out, "backup"))
-    first_best = trainer.read_best(os.path.join(out, trainer.BEST_RECORD))
+    first_best = trainer.run_dir(out).read_best()
     assert first_best is not None
+    start = _StartingStep()
     metrics = training.train(_config(tiny_preset, mode="none", epochs=3),
-                             out, dataset=corpus, verbose=0)
+                             out, dataset=corpus, verbose=0,
+                             extra_callbacks=[start])
     assert metrics["epochs_run_this_session"] == 2  # epoch 1 was kept
-    best = trainer.read_best(os.path.join(out, trainer.BEST_RECORD))
+    # The optimizer's step count came back with the backup: the schedule
+    # continues after the first epoch's steps instead of warming up again.
+    steps = int(np.ceil(len(corpus.splits["train"]) / 32))
+    assert start.step == steps
+    assert metrics["learning_rate_schedule"]["total_steps"] == 3 * steps
+    best = trainer.run_dir(out).read_best()
     assert best == pytest.approx(
         min([first_best] + metrics["history"]["val_loss"]))
 
@@ -220,7 +241,7 @@ def test_adv_mode_trains_resumes_and_saves_plain_split(tiny_preset, corpus,
     with pytest.raises(KeyboardInterrupt):
         training.train(config, out, dataset=corpus, verbose=0,
                        extra_callbacks=[_Interrupt()])
-    record = json.loads(open(os.path.join(out, trainer.BEST_RECORD)).read())
+    record = trainer.run_dir(out).read(rundir.BEST_RECORD)
     assert record["monitor"] == "val_label_loss"  # the main task's dev loss
     metrics = training.train(
         _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2), out,
@@ -251,10 +272,12 @@ def test_adv_mode_trains_resumes_and_saves_plain_split(tiny_preset, corpus,
     from tfdptext import models
 
     features = models.load_tokenizer(tiny_preset, 16)(["good service"] * 2)
-    representation = user.predict(features, verbose=0)
-    np.testing.assert_array_equal(representation,
-                                  user.predict(features, verbose=0))
-    assert server.predict(representation, verbose=0).shape == (2, 2)
+    released = user.predict(features, verbose=0)  # {release name: array}
+    again = user.predict(features, verbose=0)
+    assert released.keys() == again.keys()
+    for name in released:  # no noise: the release is deterministic
+        np.testing.assert_array_equal(released[name], again[name])
+    assert server.predict(released, verbose=0).shape == (2, 2)
 
 
 def test_adv_attributes_default_subset_and_missing(corpus):
@@ -318,3 +341,227 @@ def test_program_adv_flags(tmp_path):
     assert result.returncode != 0
     assert "applies to mode adv only" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# The recipe: learning-rate schedule, class weights, macro-F1, run format.
+
+
+@pytest.mark.parametrize("decay", ["linear", "cosine", "constant"])
+def test_schedule_matches_its_closed_form(decay):
+    from tfdptext.training import schedules
+
+    peak, total, warmup = 2e-4, 50, 5
+    schedule = schedules.WarmupDecay(peak, total_steps=total,
+                                     warmup_steps=warmup, decay=decay)
+    progress = {25: (25 - 5) / 45, 49: 44 / 45}
+    decayed = {
+        "linear": lambda p: peak * (1 - p),
+        "cosine": lambda p: peak * 0.5 * (1 + np.cos(np.pi * p)),
+        "constant": lambda p: peak,
+    }[decay]
+    expected = {0: peak / 5, 2: 3 * peak / 5, 4: peak, 5: peak,
+                25: decayed(progress[25]), 49: decayed(progress[49]),
+                50: decayed(1.0), 80: decayed(1.0)}
+    for step, value in expected.items():
+        # float32: 1 + cos(pi p) near p = 1 keeps ~1e-7 of peak absolute.
+        assert float(schedule(step)) == pytest.approx(value, rel=1e-5,
+                                                      abs=peak * 1e-6), step
+        assert schedules.warmup_decay_rate(step, peak, total, warmup,
+                                           decay) == pytest.approx(value)
+    assert (float(schedule(total)) == 0.0) == (decay != "constant")
+    again = schedules.WarmupDecay.from_config(schedule.get_config())
+    assert [float(again(s)) for s in (0, 7, 30)] == \
+        [float(schedule(s)) for s in (0, 7, 30)]
+    no_warmup = schedules.WarmupDecay(peak, total_steps=10, decay=decay)
+    assert float(no_warmup(0)) == pytest.approx(peak)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"total_steps": 0}, "total_steps"),
+    ({"total_steps": 10, "warmup_steps": 11}, r"warmup_steps.*\[0, "),
+    ({"total_steps": 10, "decay": "step"}, "decay"),
+])
+def test_schedule_bad_arguments(kwargs, message):
+    from tfdptext.errors import ArgumentError
+    from tfdptext.training import schedules
+
+    with pytest.raises(ArgumentError, match=message):
+        schedules.WarmupDecay(1e-4, **kwargs)
+
+
+def test_run_schedule_counts_all_epochs_steps():
+    from tfdptext.training import schedules
+
+    config = training.TrainConfig(mode="none", epochs=3, learning_rate=1e-3,
+                                  warmup_fraction=0.1,
+                                  lr_schedule="cosine").validate()
+    schedule = schedules.run_schedule(config, steps_per_epoch=40)
+    assert schedule.get_config() == {"peak_learning_rate": 1e-3,
+                                     "total_steps": 120, "warmup_steps": 12,
+                                     "decay": "cosine"}
+
+
+def test_balanced_class_weights_are_n_over_k_nk():
+    from tfdptext.training import pipeline
+
+    labels = np.array([0] * 6 + [1] * 3 + [3] * 1)  # class 2 absent
+    weights = pipeline.balanced_class_weights(labels, 4)
+    n, k = 10, 3  # three classes present
+    np.testing.assert_allclose(weights, [n / (k * 6), n / (k * 3), 0.0,
+                                         n / (k * 1)], rtol=1e-6)
+    assert weights[labels].sum() == pytest.approx(n)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"lr_schedule": "step"}, "lr_schedule"),
+    ({"warmup_fraction": 1.0}, r"warmup_fraction.*\[0, 1\)"),
+    ({"warmup_fraction": -0.1}, "warmup_fraction"),
+    ({"class_weight": "inverse"}, "class_weight"),
+    ({"distribute": "tpu"}, "distribute"),
+    ({"learning_rate": 0.0}, r"learning_rate.*\(0, inf\)"),
+])
+def test_bad_recipe_configs_fail_before_training(kwargs, message):
+    from tfdptext.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=message):
+        training.TrainConfig(mode="none", **kwargs).validate()
+
+
+def test_every_field_has_help_and_enums_have_choices():
+    import dataclasses
+
+    from tfdptext.training import config as config_lib
+
+    fields = {f.name: f for f in dataclasses.fields(training.TrainConfig)}
+    for field in fields.values():
+        assert field.metadata["help"].strip(), field.name
+    choices = {"mode": config_lib.MODES, "mechanism": config_lib.MECHANISMS,
+               "lr_schedule": config_lib.SCHEDULES,
+               "class_weight": config_lib.CLASS_WEIGHTS,
+               "distribute": config_lib.STRATEGIES,
+               "sensitivity": ("per_coordinate", "vector"),
+               "pooling": ("mean", "cls")}
+    for name, allowed in choices.items():
+        assert tuple(fields[name].metadata["choices"]) == tuple(allowed)
+    for name in set(fields) - set(choices):
+        assert "choices" not in fields[name].metadata, name
+
+
+def test_legacy_config_json_reads_as_a_constant_rate_run():
+    data = training.TrainConfig(mode="none").validate().to_dict()
+    for name in ("lr_schedule", "warmup_fraction", "class_weight",
+                 "distribute"):
+        data.pop(name)
+    old = training.TrainConfig.from_dict(data)
+    assert (old.lr_schedule, old.warmup_fraction, old.class_weight) == \
+        ("constant", 0.0, "none")
+    changed = {k for k, v in old.run_identity().items()
+               if training.TrainConfig(mode="none").validate()
+               .run_identity()[k] != v}
+    assert changed == {"lr_schedule", "warmup_fraction"}
+
+
+def _imbalanced(corpus, keep_positive=40):
+    """The synthetic corpus with most positive training texts removed."""
+    train = corpus.splits["train"]
+    positive = np.flatnonzero(train.labels == 1)[:keep_positive]
+    keep = np.sort(np.concatenate([np.flatnonzero(train.labels == 0),
+                                   positive]))
+    return data.TextDataset(
+        "imbalanced", dict(corpus.splits, train=train.subset(keep)),
+        corpus.num_classes, corpus.private_attributes,
+        label_names=corpus.label_names)
+
+
+def test_balanced_run_records_weights_macro_f1_and_run_format(
+        tiny_preset, corpus, tmp_path):
+    dataset = _imbalanced(corpus)
+    labels = dataset.splits["train"].labels
+    out = tmp_path / "balanced"
+    metrics = training.train(
+        _config(tiny_preset, mode="none", epochs=1,
+                class_weight="balanced"),
+        str(out), dataset=dataset, verbose=0)
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["class_weight"] == "balanced"
+    n, counts = len(labels), np.bincount(labels)
+    assert metrics["class_weights"] == pytest.approx(
+        [n / (2 * counts[0]), n / (2 * counts[1])])
+    on_disk = json.loads((out / "metrics.json").read_text())
+    assert on_disk["run_format"] == rundir.RUN_FORMAT
+    assert on_disk["class_weight"] == "balanced"
+    for split in ("dev", "test"):
+        assert 0.0 <= on_disk[f"{split}_macro_f1"] <= 1.0
+    assert on_disk["learning_rate_schedule"]["decay"] == "linear"
+    assert on_disk["learning_rate_schedule"]["total_steps"] == int(
+        np.ceil(n / 32))
+
+
+def test_measured_macro_f1_is_the_evaluation_metric(tiny_preset, corpus):
+    from tfdptext.evaluation import metrics as metrics_lib
+    from tfdptext import models
+
+    config = _config(tiny_preset, mode="none").validate()
+    tokenizer = models.load_tokenizer(tiny_preset, 16)
+    split = training.build_split(config, models.load_backbone(tiny_preset),
+                                 tokenizer, 2)
+    batches = trainer.pipeline.batches(tokenizer, corpus, "test",
+                                       batch_size=32)
+    scores = trainer._scores(split.model, batches)
+    logits = split.model.predict(batches, verbose=0)
+    y_pred = logits.argmax(axis=1)
+    y_true = corpus.splits["test"].labels
+    assert scores["macro_f1"] == pytest.approx(
+        metrics_lib.macro_f1(y_true, y_pred))
+    assert scores["accuracy"] == pytest.approx(
+        float((y_true == y_pred).mean()))
+
+
+def test_weighted_batches_carry_each_examples_class_weight(tiny_preset,
+                                                           corpus):
+    from tfdptext import models
+
+    tokenizer = models.load_tokenizer(tiny_preset, 16)
+    weights = np.array([0.25, 4.0], np.float32)
+    plain = next(iter(trainer.pipeline.batches(
+        tokenizer, corpus, "train", batch_size=8, class_weights=weights)))
+    _, label, weight = plain
+    np.testing.assert_array_equal(weight.numpy(), weights[label.numpy()])
+    adv = next(iter(trainer.pipeline.batches(
+        tokenizer, corpus, "train", batch_size=8, class_weights=weights,
+        adv_attributes=["gender"])))
+    _, targets, weight = adv
+    assert set(weight) == {"label", "adv_gender"} == set(targets)
+    np.testing.assert_array_equal(weight["label"].numpy(),
+                                  weights[targets["label"].numpy()])
+    np.testing.assert_array_equal(weight["adv_gender"].numpy(), np.ones(8))
+
+
+def test_policy_restored_when_train_returns_or_raises(tiny_preset, corpus,
+                                                      tmp_path, monkeypatch):
+    from tfdptext.training import devices
+
+    assert devices.policy_for(True) == "mixed_float16"
+    assert devices.policy_for(False) is None
+    before = keras.mixed_precision.global_policy().name
+    with pytest.raises(RuntimeError):
+        with devices.precision_policy("mixed_float16"):
+            assert keras.mixed_precision.global_policy().name == \
+                "mixed_float16"
+            raise RuntimeError("boom")
+    assert keras.mixed_precision.global_policy().name == before
+    # The GPU branch of train, forced: the policy is set while models are
+    # built, and restored after the run (here: a failing encoder load).
+    seen = []
+    monkeypatch.setattr(devices, "gpu_available", lambda: True)
+
+    def load_backbone(preset):
+        seen.append(keras.mixed_precision.global_policy().name)
+        raise ValueError("no such encoder")
+
+    monkeypatch.setattr(trainer.models, "load_backbone", load_backbone)
+    with pytest.raises(ValueError, match="no such encoder"):
+        training.train(_config(tiny_preset, mode="none", epochs=1),
+                       str(tmp_path / "gpu"), dataset=corpus, verbose=0)
+    assert seen == ["mixed_float16"]
+    assert keras.mixed_precision.global_policy().name == before

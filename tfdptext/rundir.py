@@ -23,7 +23,14 @@ An export directory (written by `tfdptext-export`)::
     manifest.json        mechanism, guarantee, specs, label names, sizes and
                          SHA-256 of every file
     user/privatizer.tflite, user/vocab.txt, user/tokenizer.json
+                         (the .tflite holds one signature per input length,
+                         listed in the manifest's user.models)
     server/<model name>/<version>/   TF Serving SavedModel
+
+`RunDir` also owns a run's training state: `training_state` says whether a
+directory holds a NEW run, one to RESUME or a FINISHED one; `save_best` /
+`read_best` and `save_backup` / `read_backup` write and read the best
+checkpoint and the resumable backup.
 
 Writes are atomic (a temporary name in the same directory, then a rename),
 so a process killed at any instant leaves either the old file or the new
@@ -36,6 +43,8 @@ Pure Python (no TensorFlow import).
 
 import json
 import os
+import re
+import shutil
 
 from tfdptext import runfiles
 from tfdptext.errors import TfdptextError
@@ -75,6 +84,19 @@ REQUIRED_KEYS = {
     METRICS: ("versions", "parameters", "epochs"),
 }
 
+# RunDir.training_state's verdicts: a new run (nothing to keep), an
+# interrupted run to resume, or a finished run (nothing to do).
+NEW, RESUME, FINISHED = "new", "resume", "finished"
+
+
+def backup_weights_name(epoch):
+    """The backup's weights file after `epoch` epochs (inside BACKUP)."""
+    return f"epoch-{epoch}.weights.h5"
+
+
+# What older backups' training_metadata.json named when it named nothing.
+LEGACY_BACKUP_WEIGHTS = "latest.weights.h5"
+
 MANIFEST = "manifest.json"
 USER_DIR = "user"
 PHONE_MODEL = "user/privatizer.tflite"
@@ -85,6 +107,21 @@ SERVER_DIR = "server"
 # What an export's readers take from manifest.json.
 MANIFEST_KEYS = ("split_point", "guarantee", "user.file", "user.tokenizer",
                  "user.inputs", "server.path", "server.signature")
+
+
+# Temporary files of atomic writes: ".tmp-<pid>-<name>" (models, weights)
+# and ".<name>.tmp-<pid>" (JSON and text).
+TEMPORARY_PREFIX = ".tmp-"
+_TEMPORARY = re.compile(r"^\.(?:tmp-(\d+)[-.].+|.+\.tmp-(\d+))$")
+
+
+def temporary_owner(name):
+    """The process id in a temporary file's name, or None for any other
+    name."""
+    match = _TEMPORARY.match(name)
+    if match is None:
+        return None
+    return int(match.group(1) or match.group(2))
 
 
 def write_json(path, value, indent=2):
@@ -102,6 +139,15 @@ def write_text(path, text):
                        f".{os.path.basename(path)}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
+    os.replace(tmp, path)
+
+
+def _save_weights_atomically(model, path):
+    """model.save_weights to `path` under a temporary name, then renamed
+    (the temporary name keeps the .weights.h5 ending Keras requires)."""
+    tmp = os.path.join(os.path.dirname(path),
+                       f"{TEMPORARY_PREFIX}{os.getpid()}.weights.h5")
+    model.save_weights(tmp, overwrite=True)
     os.replace(tmp, path)
 
 
@@ -161,9 +207,158 @@ class RunDir:
 
     def save_model(self, name, model):
         """Saves a Keras model as run file `name` atomically."""
-        tmp = self.file(f".tmp-{os.getpid()}-{name}")
-        model.save(tmp)
+        self.write_with(name, model.save)
+
+    def write_with(self, name, write):
+        """Writes run file `name` atomically with `write(path)` (which
+        writes a file at `path`): a temporary name, then a rename."""
+        os.makedirs(self.path, exist_ok=True)
+        tmp = self.file(f"{TEMPORARY_PREFIX}{os.getpid()}-{name}")
+        write(tmp)
         os.replace(tmp, self.file(name))
+
+    def remove_stale_temporaries(self):
+        """Removes the temporary files that killed processes left in the
+        directory (a kill during an atomic write); those of live processes
+        are kept. Returns the names removed."""
+        if not os.path.isdir(self.path):
+            return []
+        removed = []
+        for name in sorted(os.listdir(self.path)):
+            pid = temporary_owner(name)
+            if pid is not None and not runfiles.pid_alive(pid):
+                path = self.file(name)
+                if os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.remove(path)
+                removed.append(name)
+        return removed
+
+    def remove(self, name):
+        """Removes run file or directory `name` if it is there."""
+        path = self.file(name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.exists(path):
+            os.remove(path)
+
+    # Training state: the best checkpoint and the backup (resume).
+
+    def read_best(self):
+        """The best dev loss recorded in best.json, or None when there is
+        none (or best.weights.h5 is missing: a record without weights)."""
+        if not self.exists(BEST_RECORD):
+            return None
+        record = self.read(BEST_RECORD, required=("val_loss",))
+        try:
+            return float(record["val_loss"])
+        except (TypeError, ValueError):
+            raise self.error(
+                f"{self.file(BEST_RECORD)}: 'val_loss' is "
+                f"{record['val_loss']!r}, not a number.") from None
+
+    def save_best(self, model, record):
+        """Saves `model`'s weights as best.weights.h5, then `record` as
+        best.json (each atomically: a kill leaves complete files)."""
+        _save_weights_atomically(model, self.file(BEST_WEIGHTS))
+        self.write(BEST_RECORD, record, indent=None)
+
+    def read_backup(self):
+        """(epochs done, weights file) of the backup, or None when there is
+        none. Raises `error` naming the file when the backup is
+        unreadable."""
+        meta = os.path.join(self.file(BACKUP), BACKUP_RECORD)
+        if not os.path.exists(meta):
+            return None
+        record = runfiles.read_json(meta, self.error, required=("epoch",))
+        weights = os.path.join(self.file(BACKUP),
+                               record.get("weights", LEGACY_BACKUP_WEIGHTS))
+        hint = (f"remove {self.file(BACKUP)} to restart the run from epoch "
+                "1, or choose another --output_dir")
+        if not os.path.isfile(weights):
+            raise self.error(f"{meta} names {weights}, which is missing; "
+                             f"{hint}.")
+        import h5py  # pure HDF5 reader, no TensorFlow
+
+        try:
+            with h5py.File(weights, "r"):
+                pass
+        except OSError as err:
+            raise self.error(f"{weights} is unreadable ({err}); {hint}."
+                             ) from None
+        return int(record["epoch"]), weights
+
+    def save_backup(self, model, epoch):
+        """Backs up `model`'s state after `epoch` epochs, SIGKILL-safe.
+
+        The weights go to a new file (temporary name, then renamed);
+        training_metadata.json, renamed into place after it, names it;
+        older weight files are removed last.
+        """
+        backup = self.file(BACKUP)
+        os.makedirs(backup, exist_ok=True)
+        name = backup_weights_name(epoch)
+        _save_weights_atomically(model, os.path.join(backup, name))
+        write_json(os.path.join(backup, BACKUP_RECORD),
+                   {"epoch": epoch, "batch": 0, "weights": name},
+                   indent=None)
+        for old in os.listdir(backup):
+            if old.endswith(".weights.h5") and old != name:
+                os.remove(os.path.join(backup, old))
+
+    def training_state(self, identity, epochs, identity_of):
+        """NEW, RESUME or FINISHED for the run `identity` of `epochs`
+        epochs; writes nothing.
+
+        NEW: absent or empty directory, or one whose earlier start failed
+        before any progress (config.json but no checkpoint). RESUME: this
+        same run, interrupted. FINISHED: this same run, metrics.json
+        written. Raises `error` when the path is a file, or the directory
+        holds a different run or other files, or a run file is unreadable
+        (naming it).
+
+        Args:
+            identity: what must match to resume (TrainConfig.run_identity).
+            epochs: the epochs asked for.
+            identity_of: config.json's object -> its identity; raises
+                TypeError or ValueError when it is not a training config.
+        """
+        runfiles.check_output_path(self.path, error=self.error)
+        if not self.exists(CONFIG):
+            if os.path.isdir(self.path) and os.listdir(self.path):
+                raise self.error(
+                    f"{self.path} is not empty and holds no tfdptext run; "
+                    "choose another --output_dir.")
+            return NEW
+        path = self.file(CONFIG)
+        data = runfiles.read_json(path, self.error)
+        try:
+            previous = identity_of(data)
+        except (TypeError, ValueError) as err:
+            raise self.error(
+                f"{path} is not a tfdptext training config ({err}).") from None
+        progress = self.has_progress()
+        if previous != identity:
+            if not progress:
+                return NEW  # its start failed: nothing to keep
+            changed = sorted(k for k, v in identity.items()
+                             if previous.get(k) != v)
+            raise self.error(
+                f"{self.path} holds a different run (fields that differ: "
+                f"{changed}); choose another --output_dir or remove it.")
+        if self.is_finished():
+            done = self.read(METRICS, required=("epochs",))["epochs"]
+            if done != epochs:
+                raise self.error(
+                    f"{self.path} holds this run, finished after {done} "
+                    f"epochs; it cannot be continued to {epochs} (its "
+                    "checkpoint was removed when it finished). Use "
+                    f"--epochs={done} to keep it, or another --output_dir.")
+            return FINISHED
+        self.read_backup()  # clear errors if unreadable
+        self.read_best()
+        return RESUME if progress else NEW
 
     def check_version(self, metrics):
         """Raises unless metrics.json comes from this tfdptext's major.minor
@@ -210,6 +405,26 @@ class RunDir:
         return config, split, metrics
 
 
+def phone_model_files(manifest, error=TfdptextError):
+    """The phone model files an export's manifest lists: user.file and the
+    file of every entry of user.models (one per input length; absent in
+    exports made before lengths), without repeats. Raises `error` when
+    user.models is not a list of records with a string "file"."""
+    user = manifest["user"]
+    files = [user["file"]]
+    models = user.get("models", [])
+    if not isinstance(models, list) or any(
+            not isinstance(m, dict) or not isinstance(m.get("file"), str)
+            for m in models):
+        raise error(f"{MANIFEST}: user.models must be a list of records "
+                    "each naming its \"file\"; the manifest is damaged: "
+                    "export the run again.")
+    for model in models:
+        if model["file"] not in files:
+            files.append(model["file"])
+    return files
+
+
 class ExportDir:
     """An export directory (`tfdptext-export`'s output).
 
@@ -252,7 +467,8 @@ class ExportDir:
 
     def _check_inside(self, manifest):
         root = os.path.realpath(self.path)
-        listed = [manifest["server"]["path"], manifest["user"]["file"],
+        listed = [manifest["server"]["path"],
+                  *phone_model_files(manifest, self.error),
                   *(manifest.get("files") or {})]
         for rel in listed:
             inside = os.path.realpath(self.file(str(rel)))
@@ -283,13 +499,27 @@ class ExportDir:
                         f"{MANIFEST}'s {str(digest)[:16]}...: the file was "
                         "replaced or corrupted; export the run again.")
 
+    def _check_phone_models_recorded(self, manifest):
+        """Every phone model file must have its size and SHA-256 in the
+        manifest's `files` (else nothing vouches for it)."""
+        files = manifest.get("files") or {}
+        for rel in phone_model_files(manifest, self.error):
+            if not isinstance(files.get(rel), dict) or \
+                    "sha256" not in files[rel]:
+                raise self.error(
+                    f"{self.file(MANIFEST)}: the phone model {rel!r} has no "
+                    "size and SHA-256 under \"files\"; it cannot be "
+                    "verified: export the run again.")
+
     def check(self, what="export_dir"):
         """The manifest of a complete export; raises otherwise.
 
         Checks, before loading anything: the directory, manifest.json (valid
         JSON with the keys used), that no listed path leaves the directory,
         that every file the manifest lists is there with the size and
-        SHA-256 it records, the vocabulary and the server SavedModel.
+        SHA-256 it records (every phone model file, user.file and those of
+        user.models, must be recorded), the vocabulary and the server
+        SavedModel.
         """
         if not os.path.isdir(self.path):
             raise self.error(f"`{what}`: {self.path} is not a directory.")
@@ -304,9 +534,10 @@ class ExportDir:
                 f"{server_dir}: no such directory ({MANIFEST}'s "
                 "server.path); the export is incomplete: export the run "
                 "again.")
-        for rel in (manifest["user"]["file"], EXPORT_VOCAB):
+        for rel in (*phone_model_files(manifest, self.error), EXPORT_VOCAB):
             if not os.path.isfile(self.file(rel)):
                 raise self.error(f"{self.file(rel)}: no such file; the "
                                  "export is incomplete.")
+        self._check_phone_models_recorded(manifest)
         self._check_files(manifest)
         return manifest

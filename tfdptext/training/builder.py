@@ -86,10 +86,10 @@ def adversarial_model(split, attributes, adv_lambda,
     """The mode-adv training model around `split` (from mode none).
 
     Outputs {"label": task logits, "adv_<attribute>": attacker logits...}:
-    each attacker head (Dense(relu) -> Dense) reads the user side's pooled
-    representation through a `GradientReversal(adv_lambda)`, so training on
-    the sum of the losses fits the heads to the private attributes while
-    the encoder is pushed to remove them. The heads exist only in this
+    each attacker head (Dense(relu) -> Dense) reads the user side's release
+    (the pooled representation) through a `GradientReversal(adv_lambda)`,
+    so training on the sum of the losses fits the heads to the private
+    attributes while the encoder is pushed to remove them. The heads exist only in this
     model: `split.user` and `split.server` are unchanged and share its
     weights.
 
@@ -106,10 +106,10 @@ def adversarial_model(split, attributes, adv_lambda,
         raise ValueError("`attributes` must name at least one private "
                          "attribute for the attacker heads.")
     inputs = split.model.input
-    representation = split.user(inputs)
-    outputs = {LABEL_OUTPUT: split.server(representation)}
+    released = split.user(inputs)  # a dict keyed by the release names
+    outputs = {LABEL_OUTPUT: split.server(released)}
     reversed_ = models.GradientReversal(adv_lambda, name="gradient_reversal")(
-        representation)
+        split.release_of(released))
     for name, num_classes in attributes.items():
         out = adv_output_name(name)
         x = keras.layers.Dense(hidden_units, activation="relu",

@@ -10,6 +10,22 @@ from tfdptext.privacy import validation
 
 MODES = ("none", "robust", "token_rep", "text_to_text", "seq_rep", "adv")
 MECHANISMS = ("none", "laplace", "dchi")
+SENSITIVITIES = ("per_coordinate", "vector")
+POOLINGS = ("mean", "cls")
+# Learning-rate decay after the linear warm-up (tfdptext.training.schedules).
+SCHEDULES = ("linear", "cosine", "constant")
+# "balanced": each example weighs n / (K * n_k) for its label's class k.
+CLASS_WEIGHTS = ("none", "balanced")
+# tf.distribute strategies (tfdptext.training.devices).
+STRATEGIES = ("default", "mirrored", "multi_worker")
+# The default recipe (measured in docs/benchmarks.md, "Training recipe").
+DEFAULT_EPOCHS = 3
+DEFAULT_LEARNING_RATE = 1e-4
+DEFAULT_WARMUP_FRACTION = 0.1
+# What a config.json written before these fields existed describes: AdamW
+# at a constant rate, unweighted, on one device.
+LEGACY_VALUES = {"lr_schedule": "constant", "warmup_fraction": 0.0,
+                 "class_weight": "none", "distribute": "default"}
 # Which mechanisms make sense for which mode.
 ALLOWED = {
     "none": ("none",),
@@ -35,6 +51,14 @@ COLUMN_FIELDS = ("text_column", "label_column")
 FROZEN_USER_SIDE = ("token_rep", "text_to_text", "seq_rep")
 
 
+def _field(default, help_text, choices=None):
+    """A TrainConfig field with its program flag's help (and choices)."""
+    metadata = {"help": help_text}
+    if choices is not None:
+        metadata["choices"] = tuple(choices)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
 @dataclasses.dataclass
 class TrainConfig:
     """Everything that defines a run; saved as config.json beside it.
@@ -53,34 +77,93 @@ class TrainConfig:
     indices with `no_header`), `private_columns`, `no_header` (csv/tsv
     without a header line). `text_column` and `label_column` also name the
     features of a TFDS dataset.
+
+    The recipe: AdamW whose rate warms up linearly over `warmup_fraction`
+    of all steps to `learning_rate`, then follows `lr_schedule` (linear or
+    cosine decay to 0, or constant); `class_weight` "balanced" weighs each
+    example by n / (K * n_k) of its class (training labels). `distribute`
+    picks the tf.distribute strategy; `batch_size` is the global batch.
+
+    Each field's `metadata` holds its program flag's "help" and, for the
+    fields that take one of a few values, its "choices".
     """
 
-    mode: str = "robust"
-    mechanism: str | None = None
-    epsilon: float | None = None
-    sensitivity: str = "per_coordinate"
-    eta: float | None = None
-    dropout_rate: float = 0.0
-    dataset: str = "synthetic"
-    data_dir: str | None = None
-    preset: str = "minilm"
-    max_length: int = 64
-    batch_size: int | None = None  # None: 32 on CPU, 128 on a GPU
-    epochs: int = 1
-    learning_rate: float = 5e-5
-    pooling: str = "mean"
-    max_train_examples: int | None = None
-    max_dev_examples: int | None = None
-    seed: int = 0
-    adv_lambda: float | None = None
-    adv_attributes: tuple | list | None = None
-    train_file: str | None = None
-    dev_file: str | None = None
-    test_file: str | None = None
-    text_column: str | int | None = None
-    label_column: str | int | None = None
-    private_columns: tuple | list | None = None
-    no_header: bool = False
+    mode: str = _field(
+        "robust", "Training mode: none (non-private baseline), adv "
+        "(adversarial-training baseline, no DP), robust (DPNR: noise in the "
+        "training graph), seq_rep / token_rep / text_to_text (frozen user "
+        "side).", MODES)
+    mechanism: str | None = _field(
+        None, "Privatization mechanism; default: laplace with --epsilon, "
+        "dchi with --eta.", MECHANISMS)
+    epsilon: float | None = _field(
+        None, "Laplace epsilon (unit: --sensitivity).")
+    sensitivity: str = _field(
+        "per_coordinate", "per_coordinate: b = 1/eps, eps per coordinate "
+        "(the DPNR paper); vector: b = k/eps, eps per representation.",
+        SENSITIVITIES)
+    eta: float | None = _field(
+        None, "d_chi eta (metric DP per token/vector).")
+    dropout_rate: float = _field(0.0, "DPNR word dropout rate mu.")
+    dataset: str = _field(
+        "synthetic", "synthetic, ag_dpnr, sst2, trustpilot, csv/tsv/jsonl, "
+        "or a TFDS name.")
+    data_dir: str | None = _field(None, "Directory of the dataset files.")
+    preset: str = _field(
+        "minilm", "keras-hub preset, hf:// handle or local directory.")
+    max_length: int = _field(64, "Token length.")
+    batch_size: int | None = _field(
+        None, "Global batch size, over all replicas (default: 32 on CPU, "
+        "128 on a GPU).")
+    epochs: int = _field(DEFAULT_EPOCHS, "Epochs.")
+    learning_rate: float = _field(
+        DEFAULT_LEARNING_RATE, "Peak AdamW learning rate (reached at the "
+        "end of warm-up).")
+    lr_schedule: str = _field(
+        "linear", "Learning-rate decay after warm-up: linear or cosine "
+        "(to 0 at the last step), or constant.", SCHEDULES)
+    warmup_fraction: float = _field(
+        DEFAULT_WARMUP_FRACTION, "Fraction of all training steps of linear "
+        "learning-rate warm-up, in [0, 1).")
+    class_weight: str = _field(
+        "none", "none, or balanced: weight each training (and dev) example "
+        "by n / (K * n_k) of its label's class k.", CLASS_WEIGHTS)
+    distribute: str = _field(
+        "default", "default (one device), mirrored (all GPUs, or all "
+        "logical CPUs, of this machine) or multi_worker (the cluster in "
+        "TF_CONFIG).", STRATEGIES)
+    pooling: str = _field("mean", "Sentence pooling.", POOLINGS)
+    max_train_examples: int | None = _field(
+        None, "Use only the first N training examples.")
+    max_dev_examples: int | None = _field(
+        None, "Use only the first N dev examples (validation).")
+    seed: int = _field(0, "Seed for initialisation and shuffling (never for "
+                       "privacy noise).")
+    adv_lambda: float | None = _field(
+        None, "Mode adv: gradient-reversal weight lambda (> 0).")
+    adv_attributes: tuple | list | None = _field(
+        None, "Mode adv: private attributes to train attacker heads for, "
+        "comma-separated (default: all of the dataset's).")
+    train_file: str | None = _field(
+        None, "csv/tsv/jsonl: the training file (your own data).")
+    dev_file: str | None = _field(
+        None, "csv/tsv/jsonl: the dev file (default: 10% of the train file, "
+        "fixed seed).")
+    test_file: str | None = _field(None, "csv/tsv/jsonl: the test file.")
+    text_column: str | int | None = _field(
+        None, "Column (csv/tsv header name, or index with --no_header) or "
+        "JSON key of the text (default: text); for a TFDS dataset, its text "
+        "feature.")
+    label_column: str | int | None = _field(
+        None, "Column or JSON key of the label (default: label): integers "
+        "0..K-1 or names such as Sports; for a TFDS dataset, its label "
+        "feature.")
+    private_columns: tuple | list | None = _field(
+        None, "csv/tsv/jsonl: columns of private attributes (integers), "
+        "comma-separated.")
+    no_header: bool = _field(
+        False, "csv/tsv: the files have no header line; columns are given "
+        "by index (text 0, label 1 by default).")
 
     def validate(self):
         """Fills defaults and raises ValueError naming any bad field."""
@@ -114,7 +197,7 @@ class TrainConfig:
             self.epsilon = validation.check_positive("epsilon", self.epsilon)
             laplace.laplace_scale(self.epsilon)  # finite float32 noise
             validation.check_choice("sensitivity", self.sensitivity,
-                                    ("per_coordinate", "vector"))
+                                    SENSITIVITIES)
         elif self.epsilon is not None:
             raise ValueError(f"`epsilon` is not used by mechanism "
                              f"{self.mechanism}; use `eta` for dchi.")
@@ -140,14 +223,25 @@ class TrainConfig:
         if self.batch_size is not None:
             validation.check_int("batch_size", self.batch_size, 1)
         validation.check_int("epochs", self.epochs, 1)
-        validation.check_positive("learning_rate", self.learning_rate)
-        validation.check_choice("pooling", self.pooling, ("mean", "cls"))
+        self._validate_recipe()
+        validation.check_choice("pooling", self.pooling, POOLINGS)
         for name in ("max_train_examples", "max_dev_examples"):
             if getattr(self, name) is not None:
                 validation.check_int(name, getattr(self, name), 1)
         self._validate_adv()
         self._validate_data()
         return self
+
+    def _validate_recipe(self):
+        """The optimisation settings: rate, schedule, weights, devices."""
+        self.learning_rate = validation.check_positive("learning_rate",
+                                                       self.learning_rate)
+        validation.check_choice("lr_schedule", self.lr_schedule, SCHEDULES)
+        self.warmup_fraction = validation.check_rate("warmup_fraction",
+                                                     self.warmup_fraction)
+        validation.check_choice("class_weight", self.class_weight,
+                                CLASS_WEIGHTS)
+        validation.check_choice("distribute", self.distribute, STRATEGIES)
 
     def _validate_data(self):
         """The file and column options, against `dataset`."""
@@ -272,12 +366,15 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data):
+        """The TrainConfig of a config.json. Fields it lacks because it
+        predates them take LEGACY_VALUES (what such a run did), so that a
+        resumed old run keeps its recipe."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
             raise ValueError(f"Unknown training config fields: "
                              f"{sorted(unknown)}.")
-        return cls(**data)
+        return cls(**{**LEGACY_VALUES, **data})
 
     def run_identity(self):
         """The fields that must match to resume a run in the same dir."""
@@ -286,4 +383,6 @@ class TrainConfig:
             if data[name] is not None:
                 data[name] = list(data[name])
         data.pop("epochs")  # more epochs may be asked for on resume
+        # The same global batches on other devices: the same run.
+        data.pop("distribute")
         return data

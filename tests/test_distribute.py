@@ -1,0 +1,224 @@
+"""Training under tf.distribute: a mirrored run on two logical CPUs, noise
+independent per replica and per example, and multi-worker set-up errors.
+
+Logical devices must be configured before TensorFlow initialises, so the
+mirrored run happens in a subprocess (a tiny BERT, 160 synthetic texts,
+one epoch: about 30 s on 2 CPU cores).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tfdptext.errors import TfdptextError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Run in a fresh interpreter: argv = preset directory, run directory.
+MIRRORED_RUN = r'''
+import json
+import os
+import sys
+
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import keras
+import numpy as np
+from tensorflow.python.eager import context
+
+from tfdptext import data
+from tfdptext import models
+from tfdptext import training
+from tfdptext.models import split_spec
+from tfdptext.training import devices
+
+RANDOM_OPS = ("RandomUniform", "RandomStandardNormal", "RandomUniformInt",
+              "RandomGamma", "RandomPoisson", "TruncatedNormal")
+
+
+def random_op_seeds(graph_def):
+    """(op type, seed, seed2) of every random op, functions included."""
+    nodes = list(graph_def.node)
+    for function in graph_def.library.function:
+        nodes.extend(function.node_def)
+    return [(n.op, n.attr["seed"].i, n.attr["seed2"].i) for n in nodes
+            if n.op in RANDOM_OPS]
+
+
+def traced_functions(fn, seen):
+    """The tf.functions inside Keras' train_function (a Python closure)."""
+    if id(fn) in seen:
+        return []
+    seen.add(id(fn))
+    if hasattr(fn, "_list_all_concrete_functions"):
+        return [fn]
+    found = []
+    inner = [c.cell_contents for c in getattr(fn, "__closure__", None) or ()]
+    inner.append(getattr(fn, "__wrapped__", None))
+    for value in inner:
+        if callable(value):
+            found += traced_functions(value, seen)
+    return found
+
+
+class TrainGraph(keras.callbacks.Callback):
+    """The random ops of fit's traced training step."""
+
+    def on_train_end(self, logs=None):
+        functions = traced_functions(self.model.train_function, set())
+        self.seeds = [s for f in functions
+                      for c in f._list_all_concrete_functions()
+                      for s in random_op_seeds(c.graph.as_graph_def())]
+
+
+preset, out = sys.argv[1], sys.argv[2]
+config = training.TrainConfig(
+    mode="robust", epsilon=2.0, preset=preset, max_length=16, batch_size=32,
+    epochs=1, learning_rate=3e-3, distribute="mirrored")
+graph = TrainGraph()
+metrics = training.train(config, out, dataset=data.load_synthetic(160),
+                         verbose=0, extra_callbacks=[graph])
+result = {"metrics": {k: metrics[k] for k in (
+    "replicas", "distribute", "test_accuracy", "dev_accuracy",
+    "test_macro_f1", "dev_macro_f1")},
+    "loss": metrics["history"]["loss"],
+    "global_seed_after": context.global_seed(),
+    "train_random_ops": graph.seeds}
+
+strategy = devices.make_strategy("mirrored")
+with strategy.scope():
+    user = keras.models.load_model(os.path.join(out, "user_side.keras"))
+features = models.load_tokenizer(preset, 16)(["good service"] * 4)
+release = split_spec.get(split_spec.SEQUENCE).release
+
+
+@tf.function
+def released(features):
+    return strategy.run(lambda f: user(f, training=False)[release],
+                        args=(features,))
+
+
+per_replica = [t.numpy() for t in
+               strategy.experimental_local_results(released(features))]
+result["releases"] = [r.tolist() for r in per_replica]
+result["release_random_ops"] = random_op_seeds(
+    released.get_concrete_function(features).graph.as_graph_def())
+print("RESULT " + json.dumps(result))
+'''
+
+
+@pytest.fixture(scope="module")
+def tiny_preset(tmp_path_factory, tiny_backbone):
+    """A local keras-hub preset: tiny BERT + the MiniLM vocabulary."""
+    from tfdptext import models
+
+    path = str(tmp_path_factory.mktemp("preset") / "tiny")
+    tiny_backbone.save_to_preset(path)
+    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def mirrored(tiny_preset, tmp_path_factory):
+    """The subprocess's result: metrics, per-replica releases, random ops."""
+    base = tmp_path_factory.mktemp("mirrored")
+    script = base / "mirrored_run.py"
+    script.write_text(MIRRORED_RUN)
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow",
+           "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("TF_CONFIG", None)
+    proc = subprocess.run(
+        [sys.executable, str(script), tiny_preset, str(base / "run")],
+        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    [line] = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    return {"run": base / "run", **json.loads(line[len("RESULT "):])}
+
+
+def test_mirrored_run_on_two_replicas_finishes(mirrored):
+    import numpy as np
+
+    metrics = mirrored["metrics"]
+    assert metrics["replicas"] == 2 and metrics["distribute"] == "mirrored"
+    for key in ("test_accuracy", "dev_accuracy", "test_macro_f1",
+                "dev_macro_f1"):
+        assert 0.0 <= metrics[key] <= 1.0, key
+    assert np.all(np.isfinite(mirrored["loss"]))
+    on_disk = json.loads((mirrored["run"] / "metrics.json").read_text())
+    assert on_disk["replicas"] == 2
+    assert not (mirrored["run"] / "backup").exists()  # finished
+
+
+def test_no_seed_reaches_the_noise_ops_under_the_strategy(mirrored):
+    assert mirrored["global_seed_after"] is None
+    for key in ("train_random_ops", "release_random_ops"):
+        ops = mirrored[key]
+        assert ops, key  # the Laplace noise is in the graph
+        seeded = [op for op in ops if op[1] or op[2]]
+        assert not seeded, (key, seeded)
+
+
+def test_noise_differs_between_replicas_and_examples(mirrored):
+    import numpy as np
+
+    first, second = (np.array(r) for r in mirrored["releases"])
+    assert first.shape == second.shape == (4, 16)
+    # Identical inputs on both replicas: Laplace noise is continuous, so
+    # equal coordinates would mean shared noise.
+    assert np.all(first != second)
+    for replica in (first, second):  # four identical texts per replica
+        for i in range(4):
+            for j in range(i + 1, 4):
+                assert np.all(replica[i] != replica[j]), (i, j)
+
+
+def test_multi_worker_refused_without_a_usable_tf_config(monkeypatch,
+                                                         tmp_path):
+    from tfdptext import data
+    from tfdptext import training
+    from tfdptext.training import devices
+
+    config = training.TrainConfig(mode="none", distribute="multi_worker",
+                                  batch_size=8, epochs=1)
+    corpus = data.load_synthetic(40)
+    out = tmp_path / "run"
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(devices.DistributeError,
+                       match="TF_CONFIG, which is not set") as err:
+        training.train(config, str(out), dataset=corpus, verbose=0)
+    assert isinstance(err.value, TfdptextError)
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1"]')
+    with pytest.raises(devices.DistributeError, match="not valid JSON"):
+        training.train(config, str(out), dataset=corpus, verbose=0)
+    monkeypatch.setenv("TF_CONFIG", '["worker"]')
+    with pytest.raises(devices.DistributeError,
+                       match='"cluster" and "task"'):
+        training.train(config, str(out), dataset=corpus, verbose=0)
+    assert not out.exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("cluster,task,chief,suffix", [
+    ({"worker": ["a:1", "b:1"]}, {"type": "worker", "index": 0}, True, ""),
+    ({"worker": ["a:1", "b:1"]}, {"type": "worker", "index": 1}, False,
+     ".worker-1"),
+    ({"chief": ["c:1"], "worker": ["a:1"]}, {"type": "chief", "index": 0},
+     True, ""),
+    ({"chief": ["c:1"], "worker": ["a:1"]}, {"type": "worker", "index": 0},
+     False, ".worker-0"),
+])
+def test_only_the_chief_writes_the_run_directory(cluster, task, chief,
+                                                 suffix):
+    from tfdptext.training import devices
+
+    tf_config = {"cluster": cluster, "task": task}
+    assert devices.is_chief(tf_config) == chief
+    expected = "runs/x/" if chief else "runs/x" + suffix
+    assert devices.worker_output_dir("runs/x/", tf_config) == expected

@@ -1,0 +1,148 @@
+"""Where a run trains: the tf.distribute strategy and the float policy.
+
+`make_strategy` turns TrainConfig.distribute into a strategy: "default"
+(one device), "mirrored" (every GPU of this machine, or every logical CPU
+when it has none) or "multi_worker" (the cluster described by TF_CONFIG).
+`precision_policy` sets Keras' global float policy for the length of a run
+and puts the previous one back afterwards, also when the run raises.
+
+Privacy noise stays independent across replicas: the privatization layers
+use unseeded random ops, and a replicated step traces one op per replica,
+each seeded by TensorFlow from the OS when no global seed is set (training
+sets its seed only while the models are built: tfdptext.seeding).
+"""
+
+import contextlib
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+from tfdptext.errors import TfdptextError
+from tfdptext.training.config import STRATEGIES
+
+CPU_BATCH_SIZE = 32
+GPU_BATCH_SIZE = 128
+# The float policy of a run on a GPU (None: keep float32).
+GPU_POLICY = "mixed_float16"
+TF_CONFIG = "TF_CONFIG"
+
+
+class DistributeError(TfdptextError):
+    """A distribution strategy cannot be set up (e.g. TF_CONFIG is missing
+    or malformed); the message says what to set."""
+
+
+def gpu_available():
+    """Whether TensorFlow sees a GPU."""
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def default_batch_size(gpu):
+    """The global batch size when the config leaves it unset."""
+    return GPU_BATCH_SIZE if gpu else CPU_BATCH_SIZE
+
+
+def policy_for(gpu):
+    """The Keras float policy a run uses: mixed float16 on a GPU, else None
+    (the global policy is left alone)."""
+    return GPU_POLICY if gpu else None
+
+
+@contextlib.contextmanager
+def precision_policy(name):
+    """Sets Keras' global dtype policy to `name` (None: unchanged) inside
+    the block; the previous policy is restored on exit, also on an error.
+
+    Example:
+    >>> with precision_policy("mixed_float16"):
+    ...     model = build()  # layers compute in float16
+    """
+    previous = keras.mixed_precision.global_policy()
+    if name is not None:
+        keras.mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
+def read_tf_config(environ=None):
+    """The cluster description in the TF_CONFIG environment variable.
+
+    Raises DistributeError when it is unset, not JSON, or lacks the
+    "cluster" and "task" objects MultiWorkerMirroredStrategy reads.
+    """
+    environ = os.environ if environ is None else environ
+    text = environ.get(TF_CONFIG)
+    hint = ('set it to the cluster and this worker\'s task, e.g. '
+            '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+            '"task": {"type": "worker", "index": 0}}')
+    if not text:
+        raise DistributeError(
+            f"`distribute=multi_worker` reads the cluster from the "
+            f"environment variable {TF_CONFIG}, which is not set; {hint}.")
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise DistributeError(
+            f"{TF_CONFIG} is not valid JSON ({err}); {hint}.") from None
+    if not isinstance(value, dict) or not isinstance(
+            value.get("cluster"), dict) or not isinstance(
+                value.get("task"), dict):
+        raise DistributeError(
+            f"{TF_CONFIG} must be a JSON object with \"cluster\" and "
+            f"\"task\" objects, received {text[:200]!r}; {hint}.")
+    return value
+
+
+def is_chief(tf_config):
+    """Whether this worker of a TF_CONFIG cluster owns the run directory:
+    the "chief" task, or worker 0 when the cluster has no chief."""
+    task = tf_config.get("task", {})
+    kind, index = task.get("type"), int(task.get("index", 0))
+    if kind == "chief":
+        return True
+    return kind == "worker" and index == 0 and \
+        "chief" not in tf_config.get("cluster", {})
+
+
+def worker_output_dir(output_dir, tf_config):
+    """The run directory a worker of a multi-worker run writes.
+
+    The chief writes `output_dir`, the run. Every other worker trains the
+    same model in lockstep and needs its own files (to resume after a
+    kill), so it keeps a scratch run beside it: `<output_dir>.<type>-<i>`.
+    """
+    if is_chief(tf_config):
+        return output_dir
+    task = tf_config["task"]
+    return f"{output_dir.rstrip(os.sep)}.{task.get('type')}-" \
+        f"{int(task.get('index', 0))}"
+
+
+def _mirrored_devices():
+    """The devices "mirrored" replicates over: every logical GPU, or every
+    logical CPU when there is no GPU (TensorFlow's own default then takes
+    only CPU:0)."""
+    gpus = tf.config.list_logical_devices("GPU")
+    devices = gpus or tf.config.list_logical_devices("CPU")
+    return [d.name for d in devices]
+
+
+def make_strategy(name):
+    """The tf.distribute strategy TrainConfig.distribute names.
+
+    Raises DistributeError for "multi_worker" without a usable TF_CONFIG
+    (checked before TensorFlow builds the cluster).
+    """
+    if name not in STRATEGIES:
+        raise DistributeError(f"`distribute` must be one of {STRATEGIES}, "
+                              f"received {name!r}.")
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy(devices=_mirrored_devices())
+    if name == "multi_worker":
+        read_tf_config()
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    return tf.distribute.get_strategy()
