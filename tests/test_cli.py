@@ -186,10 +186,18 @@ def test_other_errors_are_not_usage_errors():
                                      _raising(RuntimeError("a bug")))
     with pytest.raises(RuntimeError, match="a bug"):
         main(["tfdptext-x"])
-    with pytest.raises(ArgumentError, match="bad value"):
-        program.checked(_raising(ValueError("bad value")), [])
-    with pytest.raises(KeyError):
-        program.checked(_raising(KeyError("a bug")), [])
+    # A plain ValueError is not the project's error: it keeps its traceback.
+    main = program.with_usage_errors("tfdptext-x",
+                                     _raising(ValueError("a bug")))
+    with pytest.raises(ValueError, match="a bug"):
+        main(["tfdptext-x"])
+
+
+def test_train_config_errors_are_usage_errors():
+    from tfdptext.training import TrainConfig
+
+    with pytest.raises(ArgumentError, match="`eta` is required"):
+        TrainConfig(mode="token_rep").validate()
 
 
 _RUN = """

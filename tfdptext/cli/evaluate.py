@@ -118,7 +118,7 @@ def _dataset(run):
             config, data_dir=None,
             **{**dict.fromkeys(file_fields), "no_header": False})
     config = dataclasses.replace(config, **given)
-    program.checked(config.validate)
+    config.validate()
     return trainer.load_config_dataset(config)
 
 

@@ -13,7 +13,6 @@ import sys
 from absl import app
 from absl import flags
 
-from tfdptext.errors import ArgumentError
 from tfdptext.errors import TfdptextError
 
 FLAGS = flags.FLAGS
@@ -42,18 +41,6 @@ def with_usage_errors(name, program):
             sys.exit(USAGE_ERROR_STATUS)
 
     return main
-
-
-def checked(check, *args):
-    """`check(*args)`, for a library check that reports bad input as a
-    plain ValueError: that ValueError is raised as an ArgumentError, so it
-    reads as a usage error."""
-    try:
-        return check(*args)
-    except TfdptextError:
-        raise
-    except ValueError as err:
-        raise ArgumentError(str(err)) from err
 
 
 def _lend_help(module_name):

@@ -50,7 +50,7 @@ def train(argv):
     from tfdptext import training
 
     config = cli_flags.build(training.TrainConfig)
-    program.checked(config.validate)
+    config.validate()
     metrics = training.train(config, FLAGS.output_dir)
     print(f"\ndev accuracy {metrics['dev_accuracy']:.4f}, test accuracy "
           f"{metrics['test_accuracy']:.4f}")

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 
+from tfdptext.errors import ArgumentError
 from tfdptext.privacy import laplace
 from tfdptext.privacy import metric
 from tfdptext.privacy import validation
@@ -171,12 +172,12 @@ class TrainConfig:
         if self.mechanism is None:
             allowed = ALLOWED[self.mode]
             if self.epsilon is not None and "laplace" not in allowed:
-                raise ValueError(
+                raise ArgumentError(
                     f"`epsilon` makes no sense with `mode={self.mode}`, "
                     f"which takes mechanism(s) {allowed}"
                     + (" with `eta`." if "dchi" in allowed else "."))
             if self.eta is not None and "dchi" not in allowed:
-                raise ValueError(
+                raise ArgumentError(
                     f"`eta` makes no sense with `mode={self.mode}`, which "
                     f"takes mechanism(s) {allowed}.")
             if self.eta is not None and "dchi" in allowed:
@@ -187,34 +188,34 @@ class TrainConfig:
                 self.mechanism = allowed[0]
         validation.check_choice("mechanism", self.mechanism, MECHANISMS)
         if self.mechanism not in ALLOWED[self.mode]:
-            raise ValueError(
+            raise ArgumentError(
                 f"`mechanism={self.mechanism}` makes no sense with "
                 f"`mode={self.mode}`; allowed: {ALLOWED[self.mode]}.")
         if self.mechanism == "laplace":
             if self.epsilon is None:
-                raise ValueError("`epsilon` is required with mechanism "
+                raise ArgumentError("`epsilon` is required with mechanism "
                                  "laplace.")
             self.epsilon = validation.check_positive("epsilon", self.epsilon)
             laplace.laplace_scale(self.epsilon)  # finite float32 noise
             validation.check_choice("sensitivity", self.sensitivity,
                                     SENSITIVITIES)
         elif self.epsilon is not None:
-            raise ValueError(f"`epsilon` is not used by mechanism "
+            raise ArgumentError(f"`epsilon` is not used by mechanism "
                              f"{self.mechanism}; use `eta` for dchi.")
         if self.mechanism == "dchi":
             if self.eta is None:
-                raise ValueError("`eta` is required with mechanism dchi.")
+                raise ArgumentError("`eta` is required with mechanism dchi.")
             self.eta = metric.check_float32_eta(self.eta)
         elif self.eta is not None:
-            raise ValueError(f"`eta` is not used by mechanism "
+            raise ArgumentError(f"`eta` is not used by mechanism "
                              f"{self.mechanism}.")
         self.dropout_rate = validation.check_rate("dropout_rate",
                                                   self.dropout_rate)
         if self.dropout_rate and self.mode not in ("robust", "seq_rep"):
-            raise ValueError("`dropout_rate` > 0 (word dropout) applies to "
+            raise ArgumentError("`dropout_rate` > 0 (word dropout) applies to "
                              "modes robust and seq_rep only.")
         if self.dropout_rate and self.mechanism != "laplace":
-            raise ValueError(
+            raise ArgumentError(
                 "`dropout_rate` > 0 (word dropout) amplifies an epsilon-LDP "
                 "release (mechanism laplace); with mechanism "
                 f"{self.mechanism} there is no amplification theorem to "
@@ -249,20 +250,20 @@ class TrainConfig:
             for name in FILE_FIELDS + (
                     COLUMN_FIELDS if self.dataset in FIXED_FORMATS else ()):
                 if getattr(self, name) not in (None, False):
-                    raise ValueError(
+                    raise ArgumentError(
                         f"`{name}` applies to your own files (`dataset` "
                         f"csv, tsv or jsonl) only, received "
                         f"{getattr(self, name)!r} with "
                         f"`dataset={self.dataset}`.")
             return
         if self.train_file is None and self.data_dir is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"`dataset={self.dataset}` needs `train_file` and "
                 f"`test_file` (or a `data_dir` holding train.{self.dataset} "
                 f"and test.{self.dataset}).")
         if (self.train_file is None) != (self.test_file is None) or (
                 self.dev_file is not None and self.train_file is None):
-            raise ValueError(
+            raise ArgumentError(
                 "`train_file` and `test_file` go together (and `dev_file` "
                 f"with them), received train_file={self.train_file!r}, "
                 f"dev_file={self.dev_file!r}, test_file={self.test_file!r}.")
@@ -270,12 +271,12 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None:
                 if not isinstance(value, str) or not value:
-                    raise ValueError(f"`{name}` must be a file path, "
+                    raise ArgumentError(f"`{name}` must be a file path, "
                                      f"received {value!r}.")
                 setattr(self, name, os.path.abspath(value))
         self.no_header = bool(self.no_header)
         if self.no_header and self.dataset == "jsonl":
-            raise ValueError("`no_header` applies to csv and tsv files, "
+            raise ArgumentError("`no_header` applies to csv and tsv files, "
                              "not jsonl.")
         columns = self.private_columns
         if isinstance(columns, str):  # "gender,age"
@@ -283,7 +284,7 @@ class TrainConfig:
         if columns is not None:
             if not isinstance(columns, (list, tuple)) or any(
                     c in ("", None) for c in columns):
-                raise ValueError(
+                raise ArgumentError(
                     "`private_columns` must be a list of column names "
                     f"(indices with `no_header`), received {columns!r}.")
             columns = list(columns) or None
@@ -294,7 +295,7 @@ class TrainConfig:
                     return value
                 if isinstance(value, str) and value.strip().isdigit():
                     return int(value)
-                raise ValueError(
+                raise ArgumentError(
                     f"`{name}`: with `no_header` columns are given by index "
                     f"(0, 1, ...), received {value!r}.")
             for name in COLUMN_FIELDS:
@@ -328,12 +329,12 @@ class TrainConfig:
         if self.mode != "adv":
             for name in ("adv_lambda", "adv_attributes"):
                 if getattr(self, name) is not None:
-                    raise ValueError(
+                    raise ArgumentError(
                         f"`{name}` applies to mode adv only, received "
                         f"{getattr(self, name)!r} with `mode={self.mode}`.")
             return
         if self.adv_lambda is None:
-            raise ValueError("`adv_lambda` (the gradient-reversal weight, "
+            raise ArgumentError("`adv_lambda` (the gradient-reversal weight, "
                              "allowed range: (0, inf)) is required with "
                              "mode adv.")
         self.adv_lambda = validation.check_positive("adv_lambda",
@@ -344,12 +345,12 @@ class TrainConfig:
                 names = [n.strip() for n in names.split(",")]
             if (not isinstance(names, (list, tuple)) or not names
                     or any(not isinstance(n, str) or not n for n in names)):
-                raise ValueError(
+                raise ArgumentError(
                     "`adv_attributes` must be a non-empty list of private "
                     "attribute names (or None for all of the dataset's), "
                     f"received {self.adv_attributes!r}.")
             if len(set(names)) != len(names):
-                raise ValueError(f"`adv_attributes` names an attribute "
+                raise ArgumentError(f"`adv_attributes` names an attribute "
                                  f"twice: {list(names)}.")
             # A list, as it reads back from config.json (run identity).
             self.adv_attributes = list(names)
@@ -372,7 +373,7 @@ class TrainConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
-            raise ValueError(f"Unknown training config fields: "
+            raise ArgumentError(f"Unknown training config fields: "
                              f"{sorted(unknown)}.")
         return cls(**{**LEGACY_VALUES, **data})
 
