@@ -83,8 +83,8 @@ def test_user_side_noise_on_at_inference_after_loading(tiny_preset, corpus,
     assert context.global_seed() is None  # --seed never seeds the noise
     assert rng_utils.get_random_seed() == keras_seed  # nor keras.random
     user = keras.models.load_model(str(tmp_path / "r" / "user_side.keras"))
-    assert any(isinstance(l, layers_base.PrivatizationLayer)
-               for l in user._flatten_layers())
+    _, privatizer = layers_base.privatization_layers(user)
+    assert isinstance(privatizer, layers_base.PrivatizationLayer)
     from tfdptext import models
 
     features = models.load_tokenizer(tiny_preset, 16)(["good service"] * 2)
@@ -267,7 +267,7 @@ def test_adv_mode_trains_resumes_and_saves_plain_split(tiny_preset, corpus,
     # The attacker heads are training-only: the saved halves are mode none's.
     user = keras.models.load_model(os.path.join(out, "user_side.keras"))
     server = keras.models.load_model(os.path.join(out, "server_side.keras"))
-    names = {l.name for m in (user, server) for l in m._flatten_layers()}
+    names = {l.name for m in (user, server) for l in m.layers}
     assert not any(n.startswith("adv_") or "reversal" in n for n in names)
     from tfdptext import models
 

@@ -70,6 +70,7 @@ LOGS = "logs"
 EVAL = "eval"
 EVAL_RESULT = "eval.json"
 EVAL_REPORT = "report.md"
+EVAL_PREDICTIONS = "predictions.npz"
 SWEEP_STATE = "sweep.json"
 
 # What shows that a run made progress: a directory holding config.json and

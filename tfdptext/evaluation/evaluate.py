@@ -4,10 +4,10 @@ privacy and membership inference, side by side with the formal guarantee.
 `evaluate` is what `tfdptext-eval` runs. It writes into `output_dir`
 (atomically: into a hidden `.<name>.partial-<pid>` sibling, moved into
 place when complete; see `evaluate`):
-    rundir.EVAL_RESULT  every number, with its sample size
-    PREDICTIONS         test labels and predictions (for gap-change tests)
-    *.png               plots (attackers, fairness, deniability)
-    rundir.EVAL_REPORT  a readable report of all of it
+    rundir.EVAL_RESULT       every number, with its sample size
+    rundir.EVAL_PREDICTIONS  test labels and predictions (gap-change tests)
+    *.png                    plots (attackers, fairness, deniability)
+    rundir.EVAL_REPORT       a readable report of all of it
 """
 
 import json
@@ -30,8 +30,7 @@ from tfdptext.privacy import validation
 
 EVAL = rundir.EVAL_RESULT
 REPORT = rundir.EVAL_REPORT
-# Not (yet) among tfdptext.rundir's names.
-PREDICTIONS = "predictions.npz"
+PREDICTIONS = rundir.EVAL_PREDICTIONS
 
 
 class EvaluationError(TfdptextError):
