@@ -8,7 +8,6 @@ one epoch: about 30 s on 2 CPU cores).
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -113,17 +112,6 @@ result["release_random_ops"] = random_op_seeds(
     released.get_concrete_function(features).graph.as_graph_def())
 print("RESULT " + json.dumps(result))
 '''
-
-
-@pytest.fixture(scope="module")
-def tiny_preset(tmp_path_factory, tiny_backbone):
-    """A local keras-hub preset: tiny BERT + the MiniLM vocabulary."""
-    from tfdptext import models
-
-    path = str(tmp_path_factory.mktemp("preset") / "tiny")
-    tiny_backbone.save_to_preset(path)
-    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -18,17 +17,6 @@ from tfdptext.models import split_spec
 from tfdptext.training import trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(scope="module")
-def tiny_preset(tmp_path_factory, tiny_backbone):
-    """A local keras-hub preset directory: tiny BERT + MiniLM vocabulary."""
-    from tfdptext import models
-
-    path = str(tmp_path_factory.mktemp("preset") / "tiny")
-    tiny_backbone.save_to_preset(path)
-    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import dataclasses
 import os
 
 from tfdptext.errors import ArgumentError
+from tfdptext.fields import field_with_help
 from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
@@ -34,12 +35,7 @@ DEFAULT_MAX_LENGTH = 128
 RESUMABLE_CHANGES = ("steps", "checkpoint_every")
 
 
-def _field(default, help_text, choices=None):
-    """A PretrainConfig field with its program flag's help (and choices)."""
-    metadata = {"help": help_text}
-    if choices is not None:
-        metadata["choices"] = tuple(choices)
-    return dataclasses.field(default=default, metadata=metadata)
+_field = field_with_help
 
 
 @dataclasses.dataclass

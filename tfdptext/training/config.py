@@ -5,6 +5,7 @@ import json
 import os
 
 from tfdptext.errors import ArgumentError
+from tfdptext.fields import field_with_help
 from tfdptext.privacy import laplace
 from tfdptext.privacy import metric
 from tfdptext.privacy import validation
@@ -52,12 +53,7 @@ COLUMN_FIELDS = ("text_column", "label_column")
 FROZEN_USER_SIDE = ("token_rep", "text_to_text", "seq_rep")
 
 
-def _field(default, help_text, choices=None):
-    """A TrainConfig field with its program flag's help (and choices)."""
-    metadata = {"help": help_text}
-    if choices is not None:
-        metadata["choices"] = tuple(choices)
-    return dataclasses.field(default=default, metadata=metadata)
+_field = field_with_help
 
 
 @dataclasses.dataclass
