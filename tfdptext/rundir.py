@@ -158,17 +158,15 @@ def same_minor_version(version):
         version.split(".")[:2] == __version__.split(".")[:2]
 
 
-class RunDir:
-    """A training run's directory.
-
-    Example:
-    >>> run = RunDir("runs/ag_eps0.05")
-    >>> run.is_finished()
-    True
-    >>> config, split, metrics = run.check_finished()
-    >>> run.file(rundir.USER)
-    'runs/ag_eps0.05/user_side.keras'
+class Directory:
+    """A directory of named files, read and written safely: JSON reads
+    that name the file when it is missing, truncated or lacks a key
+    (`required_keys`), atomic writes, and removal of what killed processes
+    left. `RunDir` and the pretraining directory build on it.
     """
+
+    # {file name: keys its JSON object must hold}.
+    required_keys = {}
 
     def __init__(self, path, error=TfdptextError):
         self.path = path
@@ -181,19 +179,11 @@ class RunDir:
     def exists(self, name):
         return os.path.exists(self.file(name))
 
-    def is_finished(self):
-        """Whether metrics.json, written last, is there."""
-        return self.exists(METRICS)
-
-    def has_progress(self):
-        """Whether the directory holds any training progress."""
-        return any(self.exists(name) for name in PROGRESS)
-
     def read(self, name, required=None):
         """The JSON object in run file `name` (error naming it if bad);
-        `required` defaults to REQUIRED_KEYS[name]."""
+        `required` defaults to `required_keys[name]`."""
         if required is None:
-            required = REQUIRED_KEYS.get(name, ())
+            required = self.required_keys.get(name, ())
         return runfiles.read_json(self.file(name), self.error,
                                   required=required)
 
@@ -243,6 +233,29 @@ class RunDir:
             shutil.rmtree(path, ignore_errors=True)
         elif os.path.exists(path):
             os.remove(path)
+
+
+class RunDir(Directory):
+    """A training run's directory.
+
+    Example:
+    >>> run = RunDir("runs/ag_eps0.05")
+    >>> run.is_finished()
+    True
+    >>> config, split, metrics = run.check_finished()
+    >>> run.file(rundir.USER)
+    'runs/ag_eps0.05/user_side.keras'
+    """
+
+    required_keys = REQUIRED_KEYS
+
+    def is_finished(self):
+        """Whether metrics.json, written last, is there."""
+        return self.exists(METRICS)
+
+    def has_progress(self):
+        """Whether the directory holds any training progress."""
+        return any(self.exists(name) for name in PROGRESS)
 
     # Training state: the best checkpoint and the backup (resume).
 

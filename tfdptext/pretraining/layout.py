@@ -65,7 +65,7 @@ def checkpoint_weights_name(step):
     return f"step-{step}.weights.h5"
 
 
-class PretrainDir:
+class PretrainDir(rundir.Directory):
     """A pretraining output directory (see the module docstring).
 
     Example:
@@ -76,33 +76,10 @@ class PretrainDir:
     'runs/pretrain_denoising_eta80/preset'
     """
 
+    required_keys = REQUIRED_KEYS
+
     def __init__(self, path):
-        self.path = path
-
-    def file(self, name):
-        """The path of the run file `name` (one of this module's names)."""
-        return os.path.join(self.path, name)
-
-    def exists(self, name):
-        return os.path.exists(self.file(name))
-
-    def read(self, name):
-        """The JSON object of run file `name` (error naming it if bad)."""
-        return runfiles.read_json(self.file(name), PretrainDirectoryError,
-                                  required=REQUIRED_KEYS.get(name, ()))
-
-    def write(self, name, value):
-        """Writes run file `name` as JSON, atomically."""
-        os.makedirs(self.path, exist_ok=True)
-        rundir.write_json(self.file(name), value)
-
-    def remove(self, name):
-        """Removes run file or directory `name` if it is there."""
-        path = self.file(name)
-        if os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=True)
-        elif os.path.exists(path):
-            os.remove(path)
+        super().__init__(path, PretrainDirectoryError)
 
     def state(self, identity, steps, identity_of):
         """NEW, RESUME or FINISHED for the run `identity` of `steps` steps;
