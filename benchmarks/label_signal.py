@@ -46,8 +46,8 @@ def main(argv):
     from sklearn.linear_model import LogisticRegression
 
     from tfdptext import data
+    from tfdptext import metrics
     from tfdptext import models
-    from tfdptext.evaluation import metrics
 
     dataset = data.load_dataset(FLAGS.dataset, data_dir=FLAGS.data_dir)
     train, test = dataset.splits["train"], dataset.splits["test"]

@@ -610,3 +610,41 @@ def test_damaged_length_models_are_caught(lengths_export, tmp_path):
         (copy / "manifest.json").write_text(json.dumps(manifest))
         with pytest.raises(ExportDirError, match=message):
             ExportedPipeline(str(copy))
+
+
+def test_private_dim_run_exports_its_projection_with_vector_noise(runs,
+                                                                  tmp_path):
+    """--private_dim=4 with --sensitivity=vector: the projection is on the
+    phone, the release has 4 coordinates, the guarantee is epsilon per
+    representation and the exported noise is Laplace(4 / epsilon) (KS)."""
+    from scipy import stats
+
+    from tfdptext.models import secure
+
+    config = json.load(open(os.path.join(runs["robust"], "config.json")))
+    config.update(private_dim=4, sensitivity="vector", epsilon=8.0, epochs=1)
+    run = str(tmp_path / "projected")
+    training.train(training.TrainConfig(**config), run,
+                   dataset=runs["corpus"], verbose=0)
+    metrics = json.load(open(os.path.join(run, rundir.METRICS)))
+    assert metrics["parameters"]["private_dim"] == 4
+    assert metrics["guarantee"]["unit"] == "per_representation"
+    assert metrics["guarantee"]["details"]["noise_scale"] == 0.5
+    out = str(tmp_path / "exp")
+    manifest = exporter.export_run(run, out, quantization="float32",
+                                   lengths=[8])
+    assert manifest["user"]["inputs"]["random_words"] == [1, 8, "int32"]
+    assert manifest["guarantee"]["value"] == 8.0
+    runner = Interpreter(model_path=os.path.join(
+        out, "user", "privatizer.tflite")).get_signature_runner(
+            "serving_default")
+    clean = _clean_release(run)
+    assert clean.shape == (1, 4)
+    samples = np.concatenate([
+        runner(**FEED, random_words=secure.os_random_words([1, 8]))
+        ["private_representation"] - clean for _ in range(500)])
+    assert samples.shape == (500, 4)
+    assert stats.kstest(samples.ravel(), stats.laplace(scale=0.5).cdf
+                        ).pvalue > 1e-4
+    pipeline = ExportedPipeline(out)
+    assert pipeline.predict(["the staff was friendly"])["label"].shape == (1,)

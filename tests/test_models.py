@@ -105,6 +105,27 @@ def test_text_to_text_split_and_no_private_split(tiny_backbone, tokenizer):
     assert not plain.guarantee().is_private
 
 
+def test_projection_dim_releases_k_coordinates_with_vector_noise(
+        tiny_backbone, tokenizer):
+    split = models.sequence_representation_split(
+        tiny_backbone, 3, [layers.MinMaxNormalize(),
+                           layers.LaplaceNoise(6.0, sensitivity="vector")],
+        projection_dim=3)
+    f = _features(tokenizer)
+    released = split.user(f)["private_representation"].numpy()
+    assert released.shape == (2, 3)
+    assert split.server.input["private_representation"].shape == (None, 3)
+    projection = split.user.get_layer(models.PRIVATE_PROJECTION)
+    assert projection.trainable and projection.kernel.shape == (16, 3)
+    g = split.guarantee()
+    # b = k / epsilon = 3 / 6 for the 3-d release, epsilon 6 for all of it.
+    assert (g.unit, g.value) == (g_lib.PER_REPRESENTATION, 6.0)
+    assert g.details["noise_scale"] == 0.5
+    with pytest.raises(ValueError, match="projection_dim"):
+        models.sequence_representation_split(tiny_backbone, 2,
+                                             projection_dim=1)
+
+
 def test_split_argument_errors(tiny_backbone):
     with pytest.raises(ValueError, match="num_classes"):
         models.sequence_representation_split(tiny_backbone, 1)

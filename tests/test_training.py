@@ -166,6 +166,10 @@ def test_different_run_in_same_dir_refused(tiny_preset, corpus, tmp_path):
     ({"mode": "robust", "epsilon": 1.0, "dropout_rate": 1.0},
      "dropout_rate"),
     ({"mode": "teleport"}, "mode"),
+    ({"mode": "robust", "epsilon": 1.0, "private_dim": 1}, "private_dim"),
+    ({"mode": "seq_rep", "epsilon": 1.0, "private_dim": 8},
+     "private_dim.*seq_rep"),
+    ({"mode": "token_rep", "eta": 5.0, "private_dim": 8}, "private_dim"),
 ])
 def test_bad_configs_fail_before_training(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -486,7 +490,7 @@ def test_balanced_run_records_weights_macro_f1_and_run_format(
 
 
 def test_measured_macro_f1_is_the_evaluation_metric(tiny_preset, corpus):
-    from tfdptext.evaluation import metrics as metrics_lib
+    from tfdptext import metrics as metrics_lib
     from tfdptext import models
 
     config = _config(tiny_preset, mode="none").validate()

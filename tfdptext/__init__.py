@@ -16,6 +16,8 @@ Subpackages are imported on first use, so `import tfdptext` stays cheap and
 - `tfdptext.audit`: empirical epsilon lower bounds; seed recovery.
 - `tfdptext.offline`: privatizing whole corpora off device (FAISS).
 - `tfdptext.rundir`: the run and export directories' files (one owner).
+- `tfdptext.metrics`: accuracy, macro-F1, AUC (numpy; training and
+  evaluation both report them).
 - `tfdptext.cli`: the programs (console entry points).
 """
 
@@ -25,7 +27,7 @@ from tfdptext.version import __version__
 
 _SUBMODULES = ("privacy", "layers", "data", "models", "offline", "training",
                "pretraining", "export", "evaluation", "audit", "serving",
-               "rundir", "cli")
+               "rundir", "metrics", "cli")
 
 
 def __getattr__(name):

@@ -10,7 +10,7 @@ from tfdptext.evaluation.fairness import gap_change_test
 from tfdptext.evaluation.fairness import subgroup_accuracy
 from tfdptext.evaluation.membership import ATTACKS as MEMBERSHIP_ATTACKS
 from tfdptext.evaluation.membership import membership_inference
-from tfdptext.evaluation.metrics import accuracy
-from tfdptext.evaluation.metrics import macro_f1
-from tfdptext.evaluation.metrics import majority_accuracy
-from tfdptext.evaluation.metrics import roc_auc
+from tfdptext.metrics import accuracy
+from tfdptext.metrics import macro_f1
+from tfdptext.metrics import majority_accuracy
+from tfdptext.metrics import roc_auc

@@ -16,8 +16,8 @@ single model family:
 
 import numpy as np
 
+from tfdptext import metrics
 from tfdptext.evaluation import attacker_models
-from tfdptext.evaluation import metrics
 
 KINDS = ("mlp", "mlp_large", "logistic_regression", "gradient_boosting")
 

@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from tfdptext import data as data_lib
+from tfdptext import metrics
 from tfdptext import rundir
 from tfdptext import runfiles
 from tfdptext.errors import TfdptextError
@@ -23,7 +24,6 @@ from tfdptext.evaluation import attacker as attacker_lib
 from tfdptext.evaluation import deniability
 from tfdptext.evaluation import fairness
 from tfdptext.evaluation import inversion
-from tfdptext.evaluation import metrics
 from tfdptext.evaluation.release import TrainedRun
 from tfdptext.privacy.guarantee import Guarantee
 from tfdptext.privacy import validation

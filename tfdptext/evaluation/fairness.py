@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tfdptext.evaluation import metrics
+from tfdptext import metrics
 
 
 def subgroup_accuracy(y_true, y_pred, groups):

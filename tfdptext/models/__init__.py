@@ -8,6 +8,7 @@ from tfdptext.models.presets import load_backbone
 from tfdptext.models.presets import load_tokenizer
 from tfdptext.models.presets import minilm_directory
 from tfdptext.models.presets import resolve_preset
+from tfdptext.models.split import PRIVATE_PROJECTION
 from tfdptext.models.split import SPLIT_POINTS
 from tfdptext.models.split import SplitModel
 from tfdptext.models.split import release_embedding_table

@@ -44,6 +44,9 @@ FEATURES = ("token_ids", "segment_ids", "padding_mask")
 # keras-hub backbone's `token_embedding`): evaluation reads the public
 # embedding table from the layer of this name.
 TOKEN_EMBEDDING = "token_embedding"
+# The optional trainable projection of the pooled representation on the
+# sequence split's user side (`projection_dim`), before the privatizers.
+PRIVATE_PROJECTION = "private_projection"
 
 
 @dataclasses.dataclass
@@ -213,10 +216,12 @@ def _split_model(spec, inputs, user, server_inputs, representation, head,
 def sequence_representation_split(backbone, num_classes, privatizers=None,
                                   input_dropout=None, pooling="mean",
                                   classifier_dropout=0.1, hidden_units=(),
-                                  sequence_length=None):
-    """User: [WordDropout] -> encoder -> pooling -> privatizers; server: MLP.
+                                  sequence_length=None, projection_dim=None):
+    """User: [WordDropout] -> encoder -> pooling -> [projection] ->
+    privatizers; server: MLP.
 
-    The user side returns {"private_representation": (batch, dim)}.
+    The user side returns {"private_representation": (batch, dim)}, where
+    dim is `projection_dim` if given, else the encoder's hidden size.
 
     Args:
         backbone: a keras-hub BertBackbone.
@@ -226,8 +231,17 @@ def sequence_representation_split(backbone, num_classes, privatizers=None,
             non-private model.
         input_dropout: an optional `WordDropout` on the token ids.
         pooling: "mean" (MiniLM's) or "cls" (BERT's pooled output).
+        projection_dim: an optional k >= 2: a trainable dense projection of
+            the pooled vector to k dimensions (the layer named
+            `PRIVATE_PROJECTION`, part of the user side), so that the
+            privatizers noise k coordinates instead of the hidden size.
+            Min-max normalisation then maps one of the k coordinates to 0
+            and one to 1, so k = 2 releases one bit: use k >= 4.
     """
     _check(num_classes, pooling, classifier_dropout)
+    if projection_dim is not None:
+        projection_dim = validation.check_int("projection_dim",
+                                              projection_dim, minimum=2)
     spec = split_spec.get(SEQUENCE)
     layers = _as_list(privatizers)
     if input_dropout is not None and not isinstance(input_dropout,
@@ -238,6 +252,8 @@ def sequence_representation_split(backbone, num_classes, privatizers=None,
     encoded = backbone({k: features[k] for k in FEATURES})
     x = _pool(backbone, encoded["sequence_output"], features["padding_mask"],
               pooling)
+    if projection_dim is not None:
+        x = keras.layers.Dense(projection_dim, name=PRIVATE_PROJECTION)(x)
     for layer in layers:
         x = layer(x)
     user = _user_side(spec, inputs, x)

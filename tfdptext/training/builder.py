@@ -28,8 +28,9 @@ def build_split(config, backbone, tokenizer, num_classes):
     - none: encoder + pooling on the user side, no privatization.
     - adv: the same split as none; `adversarial_model` adds the training-only
       attacker heads.
-    - robust (DPNR): [WordDropout] -> encoder -> pool -> MinMaxNormalize ->
-      LaplaceNoise; everything trains, the noise stays in the graph.
+    - robust (DPNR): [WordDropout] -> encoder -> pool -> [Dense to
+      `private_dim`] -> MinMaxNormalize -> LaplaceNoise; everything trains,
+      the noise stays in the graph.
     - seq_rep: the same release (Laplace, or DChiNoise on the pooled vector),
       user side frozen.
     - token_rep: token embedding + DChiNoise, frozen; server = the rest.
@@ -57,7 +58,7 @@ def build_split(config, backbone, tokenizer, num_classes):
                 tokenizer.structural_token_ids)
         split = models.sequence_representation_split(
             backbone, num_classes, privatizers, input_dropout=dropout,
-            **common)
+            projection_dim=config.private_dim, **common)
     elif config.mode == "token_rep":
         split = models.token_representation_split(
             backbone, num_classes,

@@ -51,6 +51,9 @@ COLUMN_FIELDS = ("text_column", "label_column")
 # Modes where the user side is frozen (Qu et al. privacy-constrained
 # fine-tuning: the server cannot update what runs on the phone).
 FROZEN_USER_SIDE = ("token_rep", "text_to_text", "seq_rep")
+# Modes that may project the pooled representation to `private_dim`
+# dimensions on the user side (it must train, so not seq_rep).
+PROJECTED_MODES = ("none", "adv", "robust")
 
 
 _field = field_with_help
@@ -130,6 +133,12 @@ class TrainConfig:
         "logical CPUs, of this machine) or multi_worker (the cluster in "
         "TF_CONFIG).", STRATEGIES)
     pooling: str = _field("mean", "Sentence pooling.", POOLINGS)
+    private_dim: int | None = _field(
+        None, "Modes none, adv, robust: a trainable projection of the "
+        "pooled representation to this many dimensions (>= 2) on the user "
+        "side, before min-max + noise; exported with it. The noise then "
+        "covers k coordinates: with --sensitivity=vector, b = k / epsilon "
+        "and epsilon is per representation.")
     max_train_examples: int | None = _field(
         None, "Use only the first N training examples.")
     max_dev_examples: int | None = _field(
@@ -222,12 +231,25 @@ class TrainConfig:
         validation.check_int("epochs", self.epochs, 1)
         self._validate_recipe()
         validation.check_choice("pooling", self.pooling, POOLINGS)
+        self._validate_private_dim()
         for name in ("max_train_examples", "max_dev_examples"):
             if getattr(self, name) is not None:
                 validation.check_int(name, getattr(self, name), 1)
         self._validate_adv()
         self._validate_data()
         return self
+
+    def _validate_private_dim(self):
+        """The user-side projection trains with the encoder (modes none, adv,
+        robust); a frozen user side (seq_rep) would release a random one."""
+        if self.private_dim is None:
+            return
+        self.private_dim = validation.check_int("private_dim",
+                                                self.private_dim, 2)
+        if self.mode not in PROJECTED_MODES:
+            raise ArgumentError(
+                f"`private_dim` applies to modes {PROJECTED_MODES}, whose "
+                f"user side trains; received `mode={self.mode}`.")
 
     def _validate_recipe(self):
         """The optimisation settings: rate, schedule, weights, devices."""

@@ -23,11 +23,11 @@ import numpy as np
 import tensorflow as tf
 
 from tfdptext import data as data_lib
+from tfdptext import metrics as metrics_lib
 from tfdptext import models
 from tfdptext import rundir
 from tfdptext import seeding
 from tfdptext.errors import TfdptextError
-from tfdptext.evaluation import metrics as metrics_lib
 from tfdptext.training import builder
 from tfdptext.training import callbacks as callbacks_lib
 from tfdptext.training import devices
@@ -281,6 +281,7 @@ def _measure(config, built, dataset, guarantee, session, *, dev_batches,
         "parameters": {"epsilon": config.epsilon, "eta": config.eta,
                        "sensitivity": config.sensitivity,
                        "dropout_rate": config.dropout_rate,
+                       "private_dim": config.private_dim,
                        "adv_lambda": config.adv_lambda,
                        "adv_attributes": built.adv_attributes},
         "guarantee": guarantee.to_dict(),
