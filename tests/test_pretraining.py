@@ -500,6 +500,18 @@ def test_train_fine_tunes_from_the_pretrained_preset(interrupted_run,
     pretrained = keras_hub.models.Backbone.from_preset(preset)
     np.testing.assert_array_equal(
         table, pretrained.token_embedding.embeddings.numpy())
+    # The fine-tuned run exports like any other: phone model + server.
+    from tfdptext.export import exporter
+    from tfdptext.export.local import ExportedPipeline
+
+    export_dir = str(tmp_path / "export")
+    manifest = exporter.export_run(str(tmp_path / "finetune"), export_dir,
+                                   quantization="float32", lengths=[8])
+    assert manifest["split_point"] == "token_representation"
+    assert manifest["guarantee"]["value"] == 100.0
+    result = ExportedPipeline(export_dir).predict(["the staff was friendly",
+                                                   "the room was dirty"])
+    assert result["label"].shape == (2,)
 
 
 def test_finished_run_is_kept_and_other_runs_refused(interrupted_run,
