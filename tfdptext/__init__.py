@@ -27,7 +27,7 @@ from tfdptext.version import __version__
 
 _SUBMODULES = ("privacy", "layers", "data", "models", "offline", "training",
                "pretraining", "export", "evaluation", "audit", "serving",
-               "rundir", "metrics", "cli")
+               "rundir", "metrics", "vocabulary", "cli")
 
 
 def __getattr__(name):

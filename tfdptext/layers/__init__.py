@@ -5,6 +5,7 @@ unseeded random ops that convert to TFLite builtins, and reports its formal
 guarantee with `guarantee()`.
 """
 
+from tfdptext.layers.brr_text_privatizer import BRRTextPrivatizer
 from tfdptext.layers.dchi_noise import DChiNoise
 from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
 from tfdptext.layers.laplace_noise import LaplaceNoise
@@ -13,6 +14,7 @@ from tfdptext.layers.randomized_response import RandomizedResponse
 from tfdptext.layers.word_dropout import WordDropout
 
 __all__ = [
+    "BRRTextPrivatizer",
     "DChiNoise",
     "DChiTextPrivatizer",
     "LaplaceNoise",

@@ -62,6 +62,20 @@ def nan_unless(ok, values):
     return tf.where(ok, values, tf.constant(float("nan"), values.dtype))
 
 
+def checked_token_ids(inputs, vocabulary_size, layer_name):
+    """(int32 ids with invalid ones set to 0, validity mask). Ids outside
+    [0, vocabulary_size) raise when called eagerly; in a graph the caller
+    releases -1 for them (an unusable release the server refuses)."""
+    token_ids = tf.cast(inputs, tf.int32)
+    valid = tf.logical_and(token_ids >= 0, token_ids < vocabulary_size)
+    if tf.executing_eagerly() and not bool(tf.reduce_all(valid)):
+        bad = tf.boolean_mask(token_ids, tf.logical_not(valid))
+        raise ArgumentError(
+            f"`inputs` of {layer_name} must be token ids in [0, "
+            f"{vocabulary_size}), received {bad.numpy()[:10]}.")
+    return tf.where(valid, token_ids, 0), valid
+
+
 PRIVATIZER = "privatizer"
 INPUT_PERTURBATION = "input_perturbation"
 

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfdptext import vocabulary
 from tfdptext.errors import ArgumentError
 from tfdptext.layers import base
 from tfdptext.layers import sampling
@@ -75,32 +76,13 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
             "vocabulary_size", vocabulary_size, minimum=2)
         self.embedding_dim = validation.check_int(
             "embedding_dim", embedding_dim)
-        special = sorted({
-            validation.check_int("special_token_ids", i, minimum=0)
-            for i in special_token_ids})
-        if special and special[-1] >= self.vocabulary_size:
-            raise ArgumentError(
-                "`special_token_ids` must be < vocabulary_size "
-                f"({self.vocabulary_size}), received {special[-1]}.")
-        if len(special) >= self.vocabulary_size:
-            raise ArgumentError("`special_token_ids` leaves no candidate token.")
-        self.special_token_ids = tuple(special)
-        passthrough = sorted({
-            validation.check_int("passthrough_token_ids", i, minimum=0)
-            for i in passthrough_token_ids})
-        if not set(passthrough) <= set(special):
-            raise ArgumentError(
-                "`passthrough_token_ids` must be special tokens (in "
-                "`special_token_ids`), received "
-                f"{sorted(set(passthrough) - set(special))}.")
-        self.passthrough_token_ids = tuple(passthrough)
+        sets = vocabulary.token_sets(self.vocabulary_size, special_token_ids,
+                                     passthrough_token_ids)
+        self.special_token_ids = sets.special_token_ids
+        self.passthrough_token_ids = sets.passthrough_token_ids
+        self._is_special = sets.is_special
+        self._is_passthrough = sets.is_passthrough
         self.embedding_description = embedding_description
-        is_special = np.zeros([self.vocabulary_size], dtype=bool)
-        is_special[list(self.special_token_ids)] = True
-        self._is_special = is_special
-        is_passthrough = np.zeros([self.vocabulary_size], dtype=bool)
-        is_passthrough[list(self.passthrough_token_ids)] = True
-        self._is_passthrough = is_passthrough
 
     def build(self, input_shape):
         if len(input_shape) < 1:
@@ -134,17 +116,10 @@ class DChiTextPrivatizer(base.PrivatizationLayer):
 
     def apply(self, inputs, uniforms=None):
         self._check_numeric(inputs, integer=True)
-        token_ids = tf.cast(inputs, tf.int32)
         # Ids outside the table give -1 (an unusable release, refused by the
         # server) in a graph; called eagerly, the layer raises.
-        valid = tf.logical_and(token_ids >= 0,
-                               token_ids < self.vocabulary_size)
-        if tf.executing_eagerly() and not bool(tf.reduce_all(valid)):
-            bad = tf.boolean_mask(token_ids, tf.logical_not(valid))
-            raise ArgumentError(
-                f"`inputs` of {self.name} must be token ids in [0, "
-                f"{self.vocabulary_size}), received {bad.numpy()[:10]}.")
-        token_ids = tf.where(valid, token_ids, 0)
+        token_ids, valid = base.checked_token_ids(
+            inputs, self.vocabulary_size, self.name)
         if not self._noisy(uniforms):
             return tf.where(valid, token_ids, -1)
         flat = tf.reshape(token_ids, [-1])

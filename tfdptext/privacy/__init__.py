@@ -24,6 +24,7 @@ from tfdptext.privacy.privacy_ratio import average_distance
 from tfdptext.privacy.privacy_ratio import matched_epsilon
 from tfdptext.privacy.privacy_ratio import max_distance
 from tfdptext.privacy.privacy_ratio import privacy_ratio
+from tfdptext.privacy.randomized_response import brr_text_guarantee
 from tfdptext.privacy.randomized_response import flip_probability
 from tfdptext.privacy.randomized_response import keep_probability
 from tfdptext.privacy.randomized_response import rr_guarantee

@@ -59,3 +59,40 @@ def rr_guarantee(epsilon, num_bits=None, decoded_to_words=False):
         conditions=tuple(conditions),
         details=details,
     )
+
+
+def brr_text_guarantee(epsilon, num_bits, codes_description="binary codes"):
+    """The guarantee of BRR text-to-text: each token's n-bit code through
+    per-bit randomized response, decoded to the word with the nearest code.
+
+    Per token, metric DP in the Hamming distance between the two words'
+    codes: P[M(w) = o] <= exp(eps * d_H(phi(w), phi(w'))) P[M(w') = o], so
+    at most exp(n * eps) for any two words (Carvalho et al., Theorem 1;
+    decoding is post-processing).
+    """
+    epsilon = validation.check_positive("epsilon", epsilon)
+    num_bits = validation.check_int("num_bits", num_bits)
+    return guarantee_lib.Guarantee(
+        mechanism="brr_text_to_text",
+        parameter="epsilon",
+        value=epsilon,
+        unit=guarantee_lib.PER_TOKEN,
+        metric=(f"epsilon * Hamming distance between the words' {num_bits}-"
+                f"bit codes ({codes_description})"),
+        composition=(
+            f"two words w, w': exp({epsilon:g} * d_H(phi(w), phi(w'))), at "
+            f"most exp({num_bits * epsilon:g}); a sequence of tokens, each "
+            "privatized independently: exp(eps * sum_i d_H) for "
+            "equal-length sequences; m releases of the same input add "
+            "their bounds"),
+        conditions=(
+            "bits are flipped independently with fresh randomness",
+            "the codes are public and fixed before the user's data is seen",
+            "output = the candidate word whose code is nearest in Hamming "
+            "distance, the lowest id among ties (post-processing); special "
+            "tokens are never output; the structural tokens are released "
+            "unchanged, so the token count (length) is released",
+        ),
+        details={"flip_probability": flip_probability(epsilon),
+                 "num_bits": num_bits},
+    )

@@ -1,4 +1,4 @@
-"""Off-device d_chi text-to-text privatization of whole corpora, with FAISS.
+"""Off-device d_chi text-to-text privatization of token ids, with FAISS.
 
 The same mechanism as `tfdptext.layers.DChiTextPrivatizer` (noise with
 density ~ exp(-eta ||z||) on each token's embedding, exact nearest candidate

@@ -1,0 +1,232 @@
+"""BRR text-to-text: the Keras layer, the FAISS privatizer and their
+accounting, against the closed-form output distribution."""
+
+import itertools
+import math
+
+import keras
+import numpy as np
+import pytest
+from scipy import stats
+
+from tfdptext import layers
+from tfdptext import offline
+from tfdptext.offline import brr as offline_brr
+from tfdptext.privacy import guarantee as g_lib
+from tfdptext.privacy import randomized_response as rr
+
+# A toy vocabulary of 8-bit codes (FAISS binary codes are whole bytes): id 0
+# is [PAD]-like (special, passthrough), id 1 special only; ids 2-7 are
+# candidates, two of them sharing a code (ties go to the lower id).
+CODES = np.array([
+    [0, 0, 0, 0, 0, 0, 0, 0],
+    [1, 1, 1, 1, 1, 1, 1, 1],
+    [1, 1, 1, 1, 0, 0, 0, 0],
+    [1, 1, 1, 0, 0, 0, 0, 0],
+    [0, 0, 0, 0, 1, 1, 1, 1],
+    [1, 0, 1, 0, 1, 0, 1, 0],
+    [0, 0, 1, 1, 0, 0, 1, 1],
+    [0, 0, 1, 1, 0, 0, 1, 1],
+], np.uint8)
+SPECIAL, PASSTHROUGH = (0, 1), (0,)
+EPSILON = 0.8
+DRAWS = 20000
+
+
+def closed_form(word, epsilon=EPSILON):
+    """P[output = v | input word] by enumerating all 2^8 noisy codes."""
+    p = rr.flip_probability(epsilon)
+    candidates = [i for i in range(len(CODES)) if i not in SPECIAL]
+    probs = np.zeros(len(CODES))
+    for noisy in itertools.product((0, 1), repeat=CODES.shape[1]):
+        noisy = np.array(noisy)
+        flips = int((noisy != CODES[word]).sum())
+        weight = p ** flips * (1 - p) ** (CODES.shape[1] - flips)
+        distances = [(int((CODES[c] != noisy).sum()), c) for c in candidates]
+        probs[min(distances)[1]] += weight  # nearest, lowest id among ties
+    return probs
+
+
+def _chi_square_pvalue(counts, probs):
+    expected = probs * counts.sum()
+    keep = expected > 0
+    assert counts[~keep].sum() == 0, "an impossible output was drawn"
+    return stats.chisquare(counts[keep], expected[keep]).pvalue
+
+
+def _layer(**kwargs):
+    return layers.BRRTextPrivatizer(
+        EPSILON, codes=CODES, special_token_ids=SPECIAL,
+        passthrough_token_ids=PASSTHROUGH, **kwargs)
+
+
+def test_closed_form_is_a_distribution_over_candidates_only():
+    for word in range(2, 8):
+        probs = closed_form(word)
+        assert math.isclose(probs.sum(), 1.0, rel_tol=1e-12)
+        assert probs[list(SPECIAL)].sum() == 0.0
+        assert probs[7] == 0.0  # shares id 6's code: the lower id wins
+        assert probs[word if word != 7 else 6] == probs.max()
+
+
+@pytest.mark.parametrize("word", [2, 5, 7])
+def test_keras_layer_matches_the_closed_form(word):
+    out = _layer()(np.full((DRAWS, 1), word, np.int32)).numpy().ravel()
+    counts = np.bincount(out, minlength=len(CODES))
+    assert _chi_square_pvalue(counts, closed_form(word)) > 1e-4
+
+
+@pytest.mark.parametrize("word", [2, 5, 7])
+def test_faiss_privatizer_matches_the_closed_form(word):
+    privatizer = offline.BRRCorpusPrivatizer(
+        np.packbits(CODES, axis=1), EPSILON, special_token_ids=SPECIAL,
+        passthrough_token_ids=PASSTHROUGH)
+    out = privatizer(np.full((DRAWS,), word)).ravel()
+    counts = np.bincount(out, minlength=len(CODES))
+    assert _chi_square_pvalue(counts, closed_form(word)) > 1e-4
+
+
+def test_layer_and_faiss_decode_every_noisy_code_alike():
+    """Same noisy code in, same word out: the two nearest-neighbour rules
+    (ARG_MAX over +-1 scores; FAISS with the tie rule) are one function."""
+    noisy = np.array(list(itertools.product((0, 1), repeat=8)), np.uint8)
+    layer = _layer()
+    layer.build((None,))
+    keras_ids = layer.nearest_tokens(2.0 * noisy.astype("float32") - 1.0)
+    privatizer = offline.BRRCorpusPrivatizer(
+        np.packbits(CODES, axis=1), EPSILON, special_token_ids=SPECIAL)
+    np.testing.assert_array_equal(
+        keras_ids.numpy(), privatizer.nearest_tokens(np.packbits(noisy, 1)))
+
+
+def test_exact_index_resolves_ties_beyond_its_first_neighbours():
+    """Ten candidates at the same distance from the query: FAISS returns
+    four of them in any order; the answer must be the lowest id."""
+    codes = np.zeros((12, 8), np.uint8)
+    for i in range(10):
+        codes[i, 0] = 1  # ids 0-9 all at distance 1 from the zero code
+    codes[10:] = 1
+    privatizer = offline.BRRCorpusPrivatizer(np.packbits(codes, axis=1), 1.0,
+                                             special_token_ids=[0])
+    query = np.packbits(np.zeros((1, 8), np.uint8), axis=1)
+    assert privatizer.nearest_tokens(query).tolist() == [1]
+
+
+def test_passthrough_specials_and_flip_rate():
+    layer = _layer()
+    ids = np.array([[0, 2, 3, 4, 0]] * 2000, np.int32)
+    out = layer(ids).numpy()
+    assert (out[:, [0, 4]] == 0).all()
+    assert not np.isin(out[:, 1:4], SPECIAL).any()
+    privatizer = offline.BRRCorpusPrivatizer(
+        np.packbits(np.zeros((4, 256), np.uint8), axis=1), 1.5)
+    flips = np.unpackbits(privatizer.flip_masks(2000), axis=1)
+    p = rr.flip_probability(1.5)
+    n = flips.size
+    assert abs(flips.mean() - p) < 5 * math.sqrt(p * (1 - p) / n)
+    # Independent bits: neighbouring bits of a row are uncorrelated.
+    assert abs(np.corrcoef(flips[:, :-1].ravel(), flips[:, 1:].ravel())[0, 1]
+               ) < 0.01
+
+
+def test_flip_threshold_never_flips_less_than_the_math():
+    for epsilon in (0.01, 1.0, 5.0, 30.0):
+        threshold = offline_brr.flip_threshold(epsilon)
+        p = rr.flip_probability(epsilon)
+        assert p <= threshold / 2**32 < p + 2**-32
+        assert threshold <= 2**31
+
+
+def test_guarantee_states_unit_metric_and_randomness():
+    g = _layer().guarantee()
+    assert (g.unit, g.parameter, g.value) == (g_lib.PER_TOKEN, "epsilon",
+                                              EPSILON)
+    assert "Hamming" in g.metric and g.details["num_bits"] == 8
+    assert "exp(6.4)" in g.composition  # 8 bits x 0.8
+    packed = np.packbits(CODES, axis=1)
+    assert offline.BRRCorpusPrivatizer(packed, 1.0).guarantee().randomness \
+        == "os_entropy"
+    seeded = offline.BRRCorpusPrivatizer(packed, 1.0, seed=3)
+    assert seeded.guarantee().randomness == "seeded"
+    again = offline.BRRCorpusPrivatizer(packed, 1.0, seed=3)
+    ids = np.arange(2, 8).repeat(50)
+    np.testing.assert_array_equal(seeded(ids), again(ids))
+
+
+def test_hnsw_index_agrees_with_exact_on_easy_queries():
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 2, (2000, 256)).astype(np.uint8)
+    packed = np.packbits(codes, axis=1)
+    exact = offline.BRRCorpusPrivatizer(packed, 8.0, index="exact")
+    approximate = offline.BRRCorpusPrivatizer(packed, 8.0, index="hnsw")
+    # Queries a few bits from a code: the nearest is that code's word.
+    queries = codes[:300].copy()
+    queries[:, :3] ^= 1
+    queries = np.packbits(queries, axis=1)
+    agree = (exact.nearest_tokens(queries)
+             == approximate.nearest_tokens(queries)).mean()
+    assert agree > 0.95
+    assert exact.index_bytes() >= 2000 * 32
+
+
+def test_serialization_round_trip_keeps_codes_and_config(tmp_path):
+    inputs = keras.Input((5,), dtype="int32")
+    model = keras.Model(inputs, _layer(name="privatizer")(inputs))
+    path = str(tmp_path / "brr.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    layer = loaded.get_layer("privatizer")
+    assert layer.get_config()["num_bits"] == 8
+    np.testing.assert_array_equal(layer.signs.numpy(), 2.0 * CODES - 1.0)
+    out = loaded(np.full((4000, 5), 5, np.int32)).numpy()
+    assert set(np.unique(out)) <= set(range(2, 7))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"codes": np.full((4, 8), 2)}, "only 0 and 1"),
+    ({"codes": np.zeros((1, 8))}, "codes"),
+    ({"codes": CODES, "special_token_ids": [9]}, "special_token_ids"),
+    ({"codes": CODES, "special_token_ids": [0],
+      "passthrough_token_ids": [3]}, "passthrough_token_ids"),
+    ({"vocabulary_size": 10}, "num_bits"),
+])
+def test_bad_arguments_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        layers.BRRTextPrivatizer(1.0, **kwargs)
+
+
+def test_bad_inputs_are_refused():
+    with pytest.raises(ValueError, match="epsilon"):
+        layers.BRRTextPrivatizer(0.0, codes=CODES)
+    with pytest.raises(ValueError, match="token ids in"):
+        _layer()(np.array([[2, 8]], np.int32))
+    with pytest.raises(ValueError, match="packed codes"):
+        offline.BRRCorpusPrivatizer(CODES.astype(np.int64), 1.0)
+    with pytest.raises(ValueError, match="index"):
+        offline.BRRCorpusPrivatizer(np.packbits(CODES, 1), 1.0, index="ivf")
+    with pytest.raises(ValueError, match="token_ids"):
+        offline.BRRCorpusPrivatizer(np.packbits(CODES, 1), 1.0)(
+            np.array([8]))
+
+
+def test_tflite_model_is_builtins_only_unseeded_and_fresh():
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tfdptext.export import tflite
+
+    inputs = keras.Input((6,), dtype="int32")
+    model = keras.Model(inputs, _layer()(inputs))
+    flat = tflite.convert(model, batch_size=1)
+    ops = tflite.check_unseeded_builtins(flat)
+    assert any(op.name == "ARG_MAX" for op in ops)
+    runner = Interpreter(model_content=flat).get_signature_runner()
+    ids = np.array([[0, 2, 3, 4, 5, 6]], np.int32)
+    outputs = [next(iter(runner(**{list(runner.get_input_details())[0]: ids}
+                                ).values())) for _ in range(200)]
+    outputs = np.concatenate(outputs)
+    assert (outputs[:, 0] == 0).all()
+    assert not np.isin(outputs[:, 1:], SPECIAL).any()
+    assert len({row.tobytes() for row in outputs}) > 20
+    # The mode of each privatized column is the word itself (6 for 6/7).
+    for column, word in enumerate([2, 3, 4, 5, 6], start=1):
+        assert np.bincount(outputs[:, column]).argmax() == word

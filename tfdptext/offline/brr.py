@@ -1,0 +1,165 @@
+"""Off-device BRR text-to-text privatization of token ids, with FAISS binary
+indexes.
+
+The same mechanism as `tfdptext.layers.BRRTextPrivatizer`: each token's
+n-bit code goes through per-bit randomized response, and the output is the
+candidate word whose code is nearest in Hamming distance. Codes stay packed
+(n / 8 bytes per word, FAISS's binary layout) from the table to the index.
+"""
+
+import os
+
+import numpy as np
+
+from tfdptext import vocabulary
+from tfdptext.errors import ArgumentError
+from tfdptext.privacy import randomized_response as rr
+from tfdptext.privacy import randomness
+from tfdptext.privacy import validation
+
+INDEXES = ("exact", "hnsw")
+# Neighbours fetched per query by the exact index; a row whose K nearest are
+# all tied is resolved over the whole table (the tie rule needs them all).
+_EXACT_K = 4
+# Popcount of every byte value.
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.uint8)
+
+
+def hamming_to_all(packed_query, packed_table):
+    """Hamming distances from one packed code to every row of a table."""
+    return _POPCOUNT[np.bitwise_xor(packed_table, packed_query[None, :])
+                     ].sum(axis=1, dtype=np.int64)
+
+
+def flip_threshold(epsilon):
+    """T such that a uniform 32-bit word w < T with probability T / 2^32 >=
+    the flip probability 1 / (1 + e^eps): rounding only ever flips more."""
+    return int(np.ceil(rr.flip_probability(epsilon) * 2.0**32))
+
+
+class BRRCorpusPrivatizer:
+    """Privatizes token ids in bulk: M(w) = nearest(RR(phi(w))) in Hamming
+    distance.
+
+    Args:
+        codes: (vocabulary_size, num_bits / 8) uint8, the packed codes
+            (`np.packbits` of the 0/1 rows; `tfdptext.binary` writes them),
+            row i the code of token id i.
+        epsilon: per-bit privacy parameter, finite and > 0.
+        special_token_ids: never output.
+        passthrough_token_ids: released unchanged (structural tokens; each
+            must be in `special_token_ids`).
+        index: "exact" (`faiss.IndexBinaryFlat`; the lowest id among tied
+            nearest codes, the same output distribution as the Keras layer)
+            or "hnsw" (`faiss.IndexBinaryHNSW`, approximate: faster, may
+            return a code that is not the nearest; the guarantee is
+            unchanged, as decoding is post-processing).
+        seed: None (default): flips from os.urandom. A seed gives a numpy
+            generator, for reproducible research only (the guarantee then
+            says there is none against anyone who knows the seed).
+        num_threads: FAISS threads (None = FAISS default).
+        hnsw_neighbors: M of the HNSW graph.
+
+    Example:
+    >>> packed = np.packbits(np.random.randint(0, 2, (1000, 256)), axis=1)
+    >>> privatizer = BRRCorpusPrivatizer(packed, epsilon=1.0,
+    ...                                  special_token_ids=[0, 1, 2],
+    ...                                  passthrough_token_ids=[0, 1, 2])
+    >>> private_ids = privatizer(np.array([[1, 17, 523, 2]]))
+    """
+
+    def __init__(self, codes, epsilon, special_token_ids=(),
+                 passthrough_token_ids=(), index="exact", seed=None,
+                 num_threads=None, hnsw_neighbors=32,
+                 codes_description="binary codes"):
+        import faiss
+
+        self.epsilon = validation.check_positive("epsilon", epsilon)
+        packed = np.ascontiguousarray(codes)
+        if packed.dtype != np.uint8 or packed.ndim != 2 or len(packed) < 2:
+            raise ArgumentError(
+                "`codes` must be packed codes: a 2-D uint8 array with at "
+                f"least 2 rows, received {packed.dtype} {packed.shape}.")
+        self.codes = packed
+        self.num_bits = 8 * packed.shape[1]
+        self.index_kind = validation.check_choice("index", index, INDEXES)
+        sets = vocabulary.token_sets(len(packed), special_token_ids,
+                                     passthrough_token_ids)
+        self.is_special = sets.is_special
+        self.is_passthrough = sets.is_passthrough
+        self.candidate_ids = np.flatnonzero(~sets.is_special)
+        self.candidates = np.ascontiguousarray(packed[self.candidate_ids])
+        if num_threads is not None:
+            faiss.omp_set_num_threads(
+                validation.check_int("num_threads", num_threads))
+        if self.index_kind == "exact":
+            self.index = faiss.IndexBinaryFlat(self.num_bits)
+        else:
+            self.index = faiss.IndexBinaryHNSW(
+                self.num_bits,
+                validation.check_int("hnsw_neighbors", hnsw_neighbors, 2))
+        self.index.add(self.candidates)
+        self.threshold = flip_threshold(self.epsilon)
+        self.seed = seed
+        self.rng = None if seed is None else np.random.default_rng(seed)
+        self.codes_description = codes_description
+
+    def index_bytes(self):
+        """The size of the serialized FAISS index, in bytes."""
+        import faiss
+
+        return int(faiss.serialize_index_binary(self.index).size)
+
+    def flip_masks(self, count):
+        """(count, num_bits / 8) packed masks, each bit set with probability
+        `threshold` / 2^32 independently."""
+        shape = (count, self.num_bits)
+        if self.rng is None:
+            words = np.frombuffer(os.urandom(4 * count * self.num_bits),
+                                  dtype=np.uint32).reshape(shape)
+        else:
+            words = self.rng.integers(0, 2**32, size=shape, dtype=np.uint32)
+        # threshold <= 2^31: the flip probability is below 1/2.
+        return np.packbits(words < self.threshold, axis=1)
+
+    def nearest_tokens(self, packed_queries):
+        """The candidate id nearest to each packed query (exact index: the
+        lowest id among ties)."""
+        queries = np.ascontiguousarray(packed_queries, dtype=np.uint8)
+        if self.index_kind != "exact":
+            _, rows = self.index.search(queries, 1)
+            return self.candidate_ids[rows[:, 0]]
+        k = min(_EXACT_K, len(self.candidate_ids))
+        distances, rows = self.index.search(queries, k)
+        tied = distances == distances[:, :1]
+        best = np.where(tied, rows, np.iinfo(rows.dtype).max).min(axis=1)
+        # All k fetched neighbours tied: more may tie beyond them.
+        unsure = tied[:, -1] if k < len(self.candidate_ids) else ()
+        for i in np.flatnonzero(unsure):
+            d = hamming_to_all(queries[i], self.candidates)
+            best[i] = np.flatnonzero(d == d.min())[0]
+        return self.candidate_ids[best]
+
+    def __call__(self, token_ids):
+        ids = np.asarray(token_ids)
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise ArgumentError("`token_ids` must be integers.")
+        if ids.size and (ids.min() < 0 or ids.max() >= len(self.codes)):
+            raise ArgumentError(
+                "`token_ids` must be in [0, vocabulary_size) = [0, "
+                f"{len(self.codes)}).")
+        flat = ids.reshape(-1)
+        out = flat.copy()
+        private = ~self.is_passthrough[flat]
+        if private.any():
+            noisy = np.bitwise_xor(self.codes[flat[private]],
+                                   self.flip_masks(int(private.sum())))
+            out[private] = self.nearest_tokens(noisy)
+        return out.reshape(ids.shape)
+
+    def guarantee(self):
+        source = randomness.OS_ENTROPY if self.seed is None \
+            else randomness.SEEDED
+        return rr.brr_text_guarantee(
+            self.epsilon, self.num_bits,
+            self.codes_description).with_randomness(source)
