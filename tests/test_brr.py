@@ -230,3 +230,78 @@ def test_tflite_model_is_builtins_only_unseeded_and_fresh():
     # The mode of each privatized column is the word itself (6 for 6/7).
     for column, word in enumerate([2, 3, 4, 5, 6], start=1):
         assert np.bincount(outputs[:, column]).argmax() == word
+
+
+def test_text_to_text_run_with_brr_trains_evaluates_and_exports(
+        tiny_preset, tmp_path):
+    """mode text_to_text, mechanism brr: the server trains on BRR tokens,
+    the evaluation measures deniability with the same mechanism, and the
+    phone model takes ids and random words and returns ids."""
+    import json
+    import os
+
+    from tfdptext import binary
+    from tfdptext import data
+    from tfdptext import models
+    from tfdptext import training
+    from tfdptext.evaluation import evaluate
+    from tfdptext.export import exporter
+    from tfdptext.export import tflite
+
+    tokenizer = models.load_tokenizer(tiny_preset, 16)
+    rng = np.random.default_rng(0)
+    codes_dir = str(tmp_path / "codes")
+    binary.save_codes(codes_dir, tokenizer.vocabulary,
+                      rng.integers(0, 2, (len(tokenizer.vocabulary), 64)),
+                      special_token_ids=tokenizer.special_token_ids)
+    config = training.TrainConfig(
+        mode="text_to_text", epsilon=0.3, codes=codes_dir, preset=tiny_preset,
+        max_length=16, batch_size=32, epochs=1)
+    assert config.validate().mechanism == "brr"
+    run = str(tmp_path / "run")
+    corpus = data.load_synthetic(num_examples=200)
+    metrics = training.train(config, run, dataset=corpus, verbose=0)
+    assert metrics["guarantee"]["mechanism"] == "brr_text_to_text"
+    assert metrics["guarantee"]["unit"] == g_lib.PER_TOKEN
+    result = evaluate.evaluate(run, str(tmp_path / "eval"), dataset=corpus,
+                               deniability_tokens=5, deniability_samples=50,
+                               progress=False, plots=False)
+    token = result["token_level"]
+    assert token["epsilon"] == 0.3
+    # 0.3 per bit flips 43% of 64 random bits: a token mostly maps to
+    # another word (at 2 per bit, 12% flips, it would mostly stay).
+    assert 0.0 <= token["inversion_accuracy"] < 0.5
+    assert len(token["deniability"]["n_w"]) == 5
+    out = str(tmp_path / "export")
+    manifest = exporter.export_run(run, out, quantization="float32",
+                                   lengths=[8])
+    assert manifest["guarantee"]["mechanism"] == "brr_text_to_text"
+    assert manifest["user"]["inputs"]["random_words"] == [1, 16 * 64,
+                                                         "int32"]
+    phone = open(os.path.join(out, "user", "privatizer.tflite"), "rb").read()
+    tflite.check_unseeded_builtins(phone)
+    saved = json.load(open(os.path.join(run, "config.json")))
+    assert saved["codes"] == os.path.abspath(codes_dir)
+
+
+def test_brr_run_refuses_codes_of_another_vocabulary(tiny_preset, tmp_path):
+    from tfdptext import binary
+    from tfdptext import data
+    from tfdptext import training
+
+    codes_dir = str(tmp_path / "codes")
+    binary.save_codes(codes_dir, [f"w{i}" for i in range(50)],
+                      np.zeros((50, 8), np.uint8))
+    config = training.TrainConfig(
+        mode="text_to_text", epsilon=2.0, codes=codes_dir, preset=tiny_preset,
+        max_length=16, epochs=1)
+    with pytest.raises(ValueError, match="not the vocabulary"):
+        training.train(config, str(tmp_path / "run"),
+                       dataset=data.load_synthetic(num_examples=50),
+                       verbose=0)
+    for kwargs, message in (
+            ({"epsilon": 2.0}, "codes"),
+            ({"eta": 5.0, "codes": codes_dir}, "codes"),
+            ({"mechanism": "brr", "codes": codes_dir}, "epsilon")):
+        with pytest.raises(ValueError, match=message):
+            training.TrainConfig(mode="text_to_text", **kwargs).validate()

@@ -302,22 +302,32 @@ def token_recovery(spec, released, ids, mask, table, special):
     return {"accuracy": 1.0 - changed, "n_tokens": count}
 
 
-def token_level(run, released, features, num_tokens, num_samples, seed=0):
-    """Inversion accuracy, changed share and plausible deniability of a
-    d_chi token-level run (Qu et al. Sec. 5.3-5.4)."""
+def corpus_privatizer(run, table, special):
+    """The run's token mechanism off device, to sample it many times: d_chi
+    on the embedding table, or BRR on the +-1 codes (the table of a BRR
+    run)."""
     from tfdptext import offline
 
+    if run.config["mechanism"] == "brr":
+        return offline.BRRCorpusPrivatizer(
+            np.packbits(table > 0, axis=1), run.config["epsilon"], special)
+    return offline.DChiCorpusPrivatizer(table, run.config["eta"], special)
+
+
+def token_level(run, released, features, num_tokens, num_samples, seed=0):
+    """Inversion accuracy, changed share and plausible deniability of a
+    token-level run, d_chi or BRR (Qu et al. Sec. 5.3-5.4)."""
     table = run.embedding_table()
     special = run.tokenizer.special_token_ids
     ids, mask = features["token_ids"], features["padding_mask"]
     inv = token_recovery(run.spec, released, ids, mask, table, special)
-    eta = run.config["eta"]
-    privatizer = offline.DChiCorpusPrivatizer(table, eta, special)
+    privatizer = corpus_privatizer(run, table, special)
     tokens = inversion.regular_token_sample(ids, mask, special, num_tokens,
                                             seed)
     n_w, s_w = deniability.plausible_deniability(privatizer, tokens,
                                                  num_samples)
-    return {"eta": eta,
+    parameter = "epsilon" if run.config["mechanism"] == "brr" else "eta"
+    return {parameter: run.config[parameter],
             "inversion_accuracy": inv["accuracy"],
             "changed_share": 1.0 - inv["accuracy"],
             "n_tokens": inv["n_tokens"],
@@ -421,7 +431,7 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
                 result["gap_change"] = gap_changes(
                     test.labels, predicted, test.private, attributes,
                     baseline_eval)
-        if run.spec.per_token and run.config["mechanism"] == "dchi":
+        if run.spec.per_token and run.config["mechanism"] in ("dchi", "brr"):
             result["token_level"] = token_level(
                 run, released["test"], features["test"],
                 deniability_tokens, deniability_samples, seed)

@@ -84,7 +84,7 @@ def plots(result, output_dir):
         axes[1].hist(den["s_w"], bins=20, color="C1")
         axes[1].set_xlabel("S_w (distinct outputs)")
         axes[0].set_ylabel("tokens")
-        fig.suptitle(f"Plausible deniability, eta = {token['eta']:g}, "
+        fig.suptitle(f"Plausible deniability, {_parameter(token)}, "
                      f"{den['samples_per_token']} samples per token")
         names.append(_save(fig, output_dir, "deniability.png"))
         plt.close(fig)
@@ -200,3 +200,9 @@ def write_report(result, output_dir):
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(lines) + "\n")
     os.replace(path + ".tmp", path)
+
+
+def _parameter(token):
+    """"eta = 80" for a d_chi run, "epsilon = 2" for a BRR run."""
+    name = "epsilon" if "epsilon" in token else "eta"
+    return f"{name} = {token[name]:g}"

@@ -25,6 +25,7 @@ import keras
 
 from tfdptext.errors import ArgumentError
 from tfdptext.layers import base as layers_base
+from tfdptext.layers.brr_text_privatizer import BRRTextPrivatizer
 from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
 from tfdptext.layers.word_dropout import WordDropout
 from tfdptext.models import split_spec
@@ -342,12 +343,15 @@ def token_embedding_table(backbone):
 
 def release_embedding_table(user):
     """The public (vocabulary, dim) table a user side's released tokens
-    index, as numpy: the d_chi text privatizer's table, else the layer
+    index, as numpy: the d_chi text privatizer's table (BRR's: its +-1
+    codes), else the layer
     named TOKEN_EMBEDDING (token split); None when the user side has
     neither (sequence split)."""
     _, privatizer = layers_base.privatization_layers(user)
     if isinstance(privatizer, DChiTextPrivatizer):
         return keras.ops.convert_to_numpy(privatizer.embeddings)
+    if isinstance(privatizer, BRRTextPrivatizer):
+        return keras.ops.convert_to_numpy(privatizer.signs)
     for layer in user.layers:
         if layer.name == TOKEN_EMBEDDING:
             return keras.ops.convert_to_numpy(layer.embeddings)

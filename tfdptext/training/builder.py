@@ -34,8 +34,9 @@ def build_split(config, backbone, tokenizer, num_classes):
     - seq_rep: the same release (Laplace, or DChiNoise on the pooled vector),
       user side frozen.
     - token_rep: token embedding + DChiNoise, frozen; server = the rest.
-    - text_to_text: DChiTextPrivatizer on token ids, frozen; server = the
-      whole model.
+    - text_to_text: DChiTextPrivatizer (or, with mechanism brr,
+      BRRTextPrivatizer over `config.codes`) on token ids, frozen; server =
+      the whole model.
     """
     description = f"{config.preset} token embeddings"
     # Variable length: batches are trimmed to their longest text.
@@ -64,6 +65,10 @@ def build_split(config, backbone, tokenizer, num_classes):
             backbone, num_classes,
             layers.DChiNoise(config.eta, embedding_description=description),
             **common)
+    elif config.mechanism == "brr":
+        split = models.text_to_text_split(
+            backbone, num_classes, brr_privatizer(config, tokenizer),
+            **common)
     else:
         privatizer = layers.DChiTextPrivatizer(
             config.eta, models.token_embedding_table(backbone),
@@ -75,6 +80,28 @@ def build_split(config, backbone, tokenizer, num_classes):
     if config.frozen_user_side:
         split.freeze_user_side()
     return split
+
+
+def brr_privatizer(config, tokenizer):
+    """The BRRTextPrivatizer of a brr run: `config.codes` must hold one code
+    per token id of the tokenizer's vocabulary, in its order."""
+    from tfdptext import binary
+    from tfdptext.errors import ArgumentError
+
+    codes = binary.load_codes(config.codes)
+    vocabulary = tokenizer.vocabulary
+    if list(codes.words) != list(vocabulary):
+        raise ArgumentError(
+            f"`codes`: {config.codes} holds codes for {len(codes.words)} "
+            f"words that are not the vocabulary of preset {config.preset} "
+            f"({len(vocabulary)} tokens, in id order); binarize that "
+            "preset's table (tfdptext-binarize --embeddings=preset:...).")
+    return layers.BRRTextPrivatizer(
+        config.epsilon, codes=codes.bits,
+        special_token_ids=tokenizer.special_token_ids,
+        passthrough_token_ids=tokenizer.passthrough_token_ids,
+        codes_description=f"{codes.num_bits}-bit codes of {config.preset} "
+        f"token embeddings ({config.codes})")
 
 
 def adv_output_name(attribute):

@@ -11,7 +11,9 @@ from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
 MODES = ("none", "robust", "token_rep", "text_to_text", "seq_rep", "adv")
-MECHANISMS = ("none", "laplace", "dchi")
+MECHANISMS = ("none", "laplace", "dchi", "brr")
+# Mechanisms whose parameter is `epsilon` (the others: dchi takes `eta`).
+EPSILON_MECHANISMS = ("laplace", "brr")
 SENSITIVITIES = ("per_coordinate", "vector")
 POOLINGS = ("mean", "cls")
 # Learning-rate decay after the linear warm-up (tfdptext.training.schedules).
@@ -34,7 +36,7 @@ ALLOWED = {
     "robust": ("laplace",),
     "seq_rep": ("laplace", "dchi"),
     "token_rep": ("dchi",),
-    "text_to_text": ("dchi",),
+    "text_to_text": ("dchi", "brr"),
     # Adversarial training (the ADV baseline of Lyu et al. 2020): the user
     # side releases the clean representation, as in mode none. Empirical
     # privacy only, never a DP guarantee.
@@ -97,13 +99,17 @@ class TrainConfig:
         None, "Privatization mechanism; default: laplace with --epsilon, "
         "dchi with --eta.", MECHANISMS)
     epsilon: float | None = _field(
-        None, "Laplace epsilon (unit: --sensitivity).")
+        None, "Laplace epsilon (unit: --sensitivity), or BRR's per-bit "
+        "epsilon (mode text_to_text with --codes).")
     sensitivity: str = _field(
         "per_coordinate", "per_coordinate: b = 1/eps, eps per coordinate "
         "(the DPNR paper); vector: b = k/eps, eps per representation.",
         SENSITIVITIES)
     eta: float | None = _field(
         None, "d_chi eta (metric DP per token/vector).")
+    codes: str | None = _field(
+        None, "Mechanism brr: the binary codes directory of the preset's "
+        "vocabulary (tfdptext-binarize --embeddings=preset:...).")
     dropout_rate: float = _field(0.0, "DPNR word dropout rate mu.")
     dataset: str = _field(
         "synthetic", "synthetic, ag_dpnr, sst2, trustpilot, csv/tsv/jsonl, "
@@ -176,7 +182,8 @@ class TrainConfig:
         validation.check_choice("mode", self.mode, MODES)
         if self.mechanism is None:
             allowed = ALLOWED[self.mode]
-            if self.epsilon is not None and "laplace" not in allowed:
+            by_epsilon = [m for m in allowed if m in EPSILON_MECHANISMS]
+            if self.epsilon is not None and not by_epsilon:
                 raise ArgumentError(
                     f"`epsilon` makes no sense with `mode={self.mode}`, "
                     f"which takes mechanism(s) {allowed}"
@@ -187,8 +194,8 @@ class TrainConfig:
                     f"takes mechanism(s) {allowed}.")
             if self.eta is not None and "dchi" in allowed:
                 self.mechanism = "dchi"
-            elif self.epsilon is not None and "laplace" in allowed:
-                self.mechanism = "laplace"
+            elif self.epsilon is not None:
+                self.mechanism = by_epsilon[0]
             else:
                 self.mechanism = allowed[0]
         validation.check_choice("mechanism", self.mechanism, MECHANISMS)
@@ -204,9 +211,21 @@ class TrainConfig:
             laplace.laplace_scale(self.epsilon)  # finite float32 noise
             validation.check_choice("sensitivity", self.sensitivity,
                                     SENSITIVITIES)
+        elif self.mechanism == "brr":
+            if self.epsilon is None or self.codes is None:
+                raise ArgumentError(
+                    "Mechanism brr needs `epsilon` (per bit) and `codes` "
+                    "(a tfdptext-binarize output directory).")
+            self.epsilon = validation.check_positive("epsilon", self.epsilon)
+            if not os.path.isdir(self.codes):
+                raise ArgumentError(f"`codes`: no directory {self.codes}.")
+            self.codes = os.path.abspath(self.codes)
         elif self.epsilon is not None:
             raise ArgumentError(f"`epsilon` is not used by mechanism "
                              f"{self.mechanism}; use `eta` for dchi.")
+        if self.codes is not None and self.mechanism != "brr":
+            raise ArgumentError("`codes` is used by mechanism brr only; "
+                                f"received `mechanism={self.mechanism}`.")
         if self.mechanism == "dchi":
             if self.eta is None:
                 raise ArgumentError("`eta` is required with mechanism dchi.")
