@@ -1,0 +1,135 @@
+#!/usr/bin/env python
+"""AG accuracy and empirical privacy against the per-representation epsilon,
+one line per private dimension k: the table and plot of docs/benchmarks.md.
+
+Reads the cells of the sweeps that `tfdptext-sweep` wrote (each a training
+run with its evaluation in eval/), e.g.
+
+    tfdptext-sweep --train_flagfile=train/flags/ag_private_dim.flags \
+        --grid=epsilon=19.2,5,50,10 --grid=private_dim=8,384,32,16 \
+        --x=epsilon --eval_args=--max_attack_examples=3000 \
+        --output_dir=runs/sweep_ag_private_dim
+    tfdptext-sweep --train_flagfile=train/flags/ag_private_dim.flags \
+        --grid=epsilon=19.2,5,50,10 --x=epsilon \
+        --eval_args=--max_attack_examples=3000 \
+        --output_dir=runs/sweep_ag_no_projection
+    python benchmarks/private_dim_table.py runs/sweep_ag_private_dim \
+        runs/sweep_ag_no_projection --plot=docs/img/ag_private_dim.png
+
+Cells without a finished evaluation are skipped (a sweep still running).
+"""
+
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("plot", None, "Where to write the PNG (none: no plot).")
+
+
+def _read(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def cells(sweep_dir):
+    """One row per finished cell of a sweep directory."""
+    rows = []
+    for name in sorted(os.listdir(sweep_dir)):
+        run = os.path.join(sweep_dir, name)
+        eval_path = os.path.join(run, "eval", "eval.json")
+        if not os.path.isfile(eval_path):
+            continue
+        metrics = _read(os.path.join(run, "metrics.json"))
+        result = _read(eval_path)
+        guarantee = metrics["guarantee"]
+        dim = metrics["parameters"].get("private_dim")
+        privacy = result.get("attack", {}).get("empirical_privacy", {})
+        entity = privacy.get("entity", {})
+        rows.append({
+            "k": dim,
+            "projected": dim is not None,
+            "epsilon": guarantee["value"],
+            "unit": guarantee["unit"],
+            "scale": guarantee["details"].get("noise_scale"),
+            "train_test_accuracy": metrics["test_accuracy"],
+            "test_accuracy": result["utility"]["accuracy"],
+            "macro_f1": result["utility"]["macro_f1"],
+            "majority": result["utility"]["majority_accuracy"],
+            "privacy": entity.get("strongest"),
+            "privacy_majority": entity.get("majority"),
+            "train_examples": metrics["sizes"]["train"],
+        })
+    return rows
+
+
+def _k_label(row):
+    return str(row["k"]) if row["projected"] else "384 (no projection)"
+
+
+def table(rows):
+    lines = [
+        "| k | epsilon per representation | Laplace scale b = k / eps | "
+        "test acc (run) | test acc (eval, fresh noise) | macro-F1 | "
+        "entity 1 - F (strongest attacker) | 1 - F of majority guess |",
+        "|---|---|---|---|---|---|---|---|"]
+    for row in sorted(rows, key=lambda r: (not r["projected"],
+                                           r["k"] or 384, r["epsilon"])):
+        lines.append(
+            f"| {_k_label(row)} | {row['epsilon']:g} | {row['scale']:.3g} | "
+            f"{row['train_test_accuracy']:.4f} | {row['test_accuracy']:.4f} "
+            f"| {row['macro_f1']:.4f} | "
+            + (f"{row['privacy']:.4f} | {row['privacy_majority']:.4f} |"
+               if row["privacy"] is not None else "- | - |"))
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = {}
+    for row in rows:
+        groups.setdefault(_k_label(row), []).append(row)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for label, group in sorted(groups.items()):
+        group.sort(key=lambda r: r["epsilon"])
+        eps = [r["epsilon"] for r in group]
+        axes[0].plot(eps, [r["test_accuracy"] for r in group], "o-",
+                     label=f"k = {label}")
+        axes[1].plot(eps, [r["privacy"] for r in group], "o-",
+                     label=f"k = {label}")
+    majority = rows[0]["majority"]
+    axes[0].axhline(majority, color="grey", ls=":", label="majority class")
+    axes[0].axhline(0.70, color="red", ls="--", lw=0.8, label="target 0.70")
+    axes[0].set_ylabel("AG test accuracy")
+    axes[1].set_ylabel("entity privacy, 1 - F (higher = more private)")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel("epsilon per representation (Laplace, vector)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv):
+    if len(argv) < 2:
+        sys.exit("usage: private_dim_table.py SWEEP_DIR [SWEEP_DIR ...]")
+    rows = [row for sweep_dir in argv[1:] for row in cells(sweep_dir)]
+    if not rows:
+        sys.exit("no finished cells")
+    print(table(rows))
+    if FLAGS.plot:
+        plot(rows, FLAGS.plot)
+        print(f"plot: {FLAGS.plot}")
+
+
+if __name__ == "__main__":
+    app.run(main)
