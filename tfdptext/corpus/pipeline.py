@@ -1,0 +1,271 @@
+"""The corpus privatization job as an Apache Beam pipeline.
+
+    Read      each input file in one DoFn that numbers its texts:
+              ((file index, line number), text)
+    Spread    Reshuffle, so that the lines of one file privatize in parallel
+    Batch     BatchElements (up to `batch_size` lines)
+    Privatize one CorpusMechanism per worker, built in DoFn.setup(); every
+              batch encodes, privatizes (fresh os.urandom noise per token)
+              and decodes: ((file index, line number), private text)
+    Blocks    group by (file index, line number // block_lines), sort by
+              line number, check that the block holds exactly its lines,
+              write it to .tfdptext-blocks/
+    Assemble  join each input with its blocks (CoGroupByKey), check that
+              every block is there, concatenate them in order into the
+              output file, remove them
+
+So line i of an output is the privatized line i of its input whatever the
+runner's order or parallelism; a file of L lines gives L output lines (0
+lines: an empty output). After the pipeline, `run` checks each output's
+line count, removes the blocks folder and writes manifest.json last
+(`tfdptext.corpus.outdir`).
+
+The same pipeline runs on any Beam runner: pass its options
+(`pipeline_args`, e.g. ["--runner=DataflowRunner", "--project=...",
+"--temp_location=gs://...", "--setup_file=./setup.py"]); the input and
+output paths must then be on a file system the workers reach (gs://...),
+and the workers need tfdptext (and, for dchi's default, the encoder
+package) installed.
+"""
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.metrics import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from tfdptext.corpus import inputs as inputs_lib
+from tfdptext.corpus import mechanisms
+from tfdptext.corpus import outdir
+from tfdptext.errors import TfdptextError
+
+# Lines per block file: bounds the memory one worker needs to sort a block.
+BLOCK_LINES = 10000
+NAMESPACE = "tfdptext"
+COUNTERS = ("lines", "tokens", "split_lines")
+
+
+class CorpusJobError(TfdptextError):
+    """The job failed on an input or output it was given; the message names
+    the file."""
+
+
+class ReadTexts(beam.DoFn):
+    """InputFile -> ((file index, line number), text) for every text."""
+
+    def __init__(self, input_format, feature):
+        self.input_format = input_format
+        self.feature = feature
+        self.lines = Metrics.counter(NAMESPACE, "lines")
+
+    def process(self, source):
+        count = 0
+        for number, text in inputs_lib.read_texts(
+                source.path, self.input_format, self.feature):
+            count += 1
+            yield (source.index, number), text
+        self.lines.inc(count)
+        if count != source.lines:
+            raise inputs_lib.CorpusInputError(
+                f"{source.path} has {count} texts, {source.lines} when it "
+                "was checked: the file changed during the job.")
+
+
+class PrivatizeBatch(beam.DoFn):
+    """[(key, text)] -> (key, private text) for each, in one CorpusMechanism
+    built once per worker."""
+
+    def __init__(self, config):
+        self.config = config
+        self.tokens = Metrics.counter(NAMESPACE, "tokens")
+        self.split_lines = Metrics.counter(NAMESPACE, "split_lines")
+        self.mechanism = None
+
+    def setup(self):
+        self.mechanism = mechanisms.build(self.config)
+
+    def process(self, batch):
+        counts = {}
+        private = self.mechanism.privatize_texts(
+            [text for _, text in batch], self.config.max_tokens,
+            self.config.batch_size, counts)
+        self.tokens.inc(counts.get("tokens", 0))
+        self.split_lines.inc(counts.get("split_lines", 0))
+        for (key, _), text in zip(batch, private):
+            yield key, text
+
+
+class WriteBlock(beam.DoFn):
+    """((file index, block), [(line number, text)]) -> (file index, (block,
+    path)), after checking that the block holds exactly its lines."""
+
+    def __init__(self, output_dir, line_counts, block_lines):
+        self.output_dir = output_dir
+        self.line_counts = line_counts
+        self.block_lines = block_lines
+
+    def process(self, element):
+        (index, block), numbered = element
+        numbered = sorted(numbered)
+        first = block * self.block_lines
+        last = min(first + self.block_lines, self.line_counts[index])
+        if [n for n, _ in numbered] != list(range(first, last)):
+            raise CorpusJobError(
+                f"input {index}: block {block} holds lines "
+                f"{[n for n, _ in numbered][:5]}..., not {first}..{last - 1} "
+                "(lines lost or repeated in the pipeline).")
+        path = outdir.write_block(self.output_dir, index, block,
+                                  [text for _, text in numbered])
+        yield index, (block, path)
+
+
+class AssembleOutput(beam.DoFn):
+    """(file index, {"source": [InputFile], "blocks": [(block, path)]}) ->
+    the output file's name, its blocks concatenated in order."""
+
+    def __init__(self, output_dir, block_lines):
+        self.output_dir = output_dir
+        self.block_lines = block_lines
+
+    def process(self, element):
+        _, grouped = element
+        [source] = grouped["source"]
+        blocks = sorted(grouped["blocks"])
+        expected = -(-source.lines // self.block_lines)
+        if [b for b, _ in blocks] != list(range(expected)):
+            raise CorpusJobError(
+                f"{source.path}: {len(blocks)} blocks of privatized lines, "
+                f"expected {expected}.")
+        outdir.assemble(self.output_dir, source.output,
+                        [path for _, path in blocks])
+        yield source.output
+
+
+def build_pipeline(pipeline, config, input_files, output_dir, *,
+                   block_lines=BLOCK_LINES):
+    """Adds the job's transforms to `pipeline`; returns the PCollection of
+    the output names written."""
+    line_counts = {f.index: f.lines for f in input_files}
+    files = pipeline | "Inputs" >> beam.Create(list(input_files))
+    private = (
+        files
+        | "ReadTexts" >> beam.ParDo(ReadTexts(config.input_format,
+                                              config.tfrecord_feature))
+        | "Spread" >> beam.Reshuffle()
+        | "Batch" >> beam.BatchElements(
+            min_batch_size=1, max_batch_size=config.batch_size)
+        | "Privatize" >> beam.ParDo(PrivatizeBatch(config)))
+    blocks = (
+        private
+        | "ByBlock" >> beam.Map(_by_block, block_lines)
+        | "GroupBlocks" >> beam.GroupByKey()
+        | "WriteBlocks" >> beam.ParDo(WriteBlock(output_dir, line_counts,
+                                                 block_lines)))
+    sources = files | "KeyInputs" >> beam.Map(_by_index)
+    return (
+        {"source": sources, "blocks": blocks}
+        | "JoinBlocks" >> beam.CoGroupByKey()
+        | "Assemble" >> beam.ParDo(AssembleOutput(output_dir, block_lines)))
+
+
+def _by_index(source):
+    return source.index, source
+
+
+def _by_block(element, block_lines):
+    (index, number), text = element
+    return (index, number // block_lines), (number, text)
+
+
+def prepare(config, output_dir):
+    """Every check before the job: the config, an empty output directory,
+    every input file read through; returns the InputFiles."""
+    config.validate()
+    outdir.check_empty(output_dir)
+    return inputs_lib.check_inputs(config)
+
+
+def run(config, output_dir, *, pipeline_args=(), command=None,
+        input_files=None, block_lines=BLOCK_LINES):
+    """Runs the job and writes manifest.json last; returns the manifest.
+
+    Args:
+        config: a CorpusConfig.
+        output_dir: a new or empty directory.
+        pipeline_args: Beam pipeline options (default: the DirectRunner).
+        command: the command line, for the manifest.
+        input_files: InputFiles from `prepare` (default: prepare now).
+        block_lines: lines per block file.
+
+    Raises TfdptextError (naming the flag or file) for a bad config, input
+    or output directory, before any work when it can be seen then, else
+    when the pipeline meets it; a failed job leaves no manifest.
+    """
+    if input_files is None:
+        input_files = prepare(config, output_dir)
+    mechanism = mechanisms.build(config)  # fails here, not in a worker
+    pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
+    build_pipeline(pipeline, config, input_files, output_dir,
+                   block_lines=block_lines)
+    result = _run_pipeline(pipeline, output_dir)
+    outputs = outdir.check_outputs(output_dir, input_files)
+    outdir.remove_blocks(output_dir)
+    manifest = outdir.make_manifest(
+        config=config, mechanism=mechanism, input_files=input_files,
+        outputs=outputs, command=command, pipeline_args=pipeline_args,
+        statistics=_statistics(result))
+    outdir.write_manifest(output_dir, manifest)
+    return manifest
+
+
+def _run_pipeline(pipeline, output_dir):
+    """Runs `pipeline` to the end; an input or output error met inside it
+    becomes a CorpusJobError naming the file (a runner that reports remote
+    failures as text is searched for the error's message)."""
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+        return result
+    except Exception as err:  # Runners wrap worker errors in many types.
+        message = _project_error_message(err)
+        if message is None:
+            raise
+        raise CorpusJobError(
+            f"{message}; {output_dir} holds no {outdir.MANIFEST} (the "
+            "output is incomplete): remove it before running again."
+        ) from None
+
+
+def _project_error_message(err):
+    """The message of the TfdptextError behind `err`, or None."""
+    if isinstance(err, TfdptextError):
+        text = str(err)
+    else:
+        text = str(err)
+        names = [cls.__name__ for cls in _error_classes()]
+        found = [line for line in text.splitlines()
+                 if any(f"{name}: " in line for name in names)]
+        if not found:
+            return None
+        text = found[-1].split(": ", 1)[1]
+    return text.split(" [while running", 1)[0].strip()
+
+
+def _error_classes():
+    return (inputs_lib.CorpusInputError, outdir.OutputDirError,
+            CorpusJobError, mechanisms.MechanismUnavailableError)
+
+
+def _statistics(result):
+    """The job's counters (lines, tokens, lines split into pieces), where
+    the runner reports them."""
+    try:
+        counters = result.metrics().query(
+            MetricsFilter().with_namespace(NAMESPACE))["counters"]
+    except Exception:  # Not every runner reports metrics.
+        return {}
+    totals = {}
+    for counter in counters:
+        name = counter.key.metric.name
+        if name in COUNTERS:
+            totals[name] = totals.get(name, 0) + int(counter.committed or 0)
+    return totals
