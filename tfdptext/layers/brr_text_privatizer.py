@@ -4,10 +4,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfdptext import vocabulary
 from tfdptext.errors import ArgumentError
-from tfdptext.layers import base
 from tfdptext.layers import sampling
+from tfdptext.layers import token_privatizer
 from tfdptext.privacy import randomized_response as rr
 from tfdptext.privacy import validation
 
@@ -25,7 +24,7 @@ def check_codes(codes):
 
 
 @keras.saving.register_keras_serializable(package="tfdptext")
-class BRRTextPrivatizer(base.PrivatizationLayer):
+class BRRTextPrivatizer(token_privatizer.TokenPrivatizer):
     """Replaces each token by the word whose binary code is nearest to its
     own code after per-bit randomized response (BRR, Carvalho et al.).
 
@@ -70,88 +69,46 @@ class BRRTextPrivatizer(base.PrivatizationLayer):
                  num_bits=None, special_token_ids=(),
                  passthrough_token_ids=(), codes_description="binary codes",
                  noise=True, **kwargs):
-        super().__init__(noise=noise, **kwargs)
-        self.epsilon = validation.check_positive("epsilon", epsilon)
-        self.flip_probability = rr.flip_probability(self.epsilon)
-        self._initial_signs = None
+        signs = None
         if codes is not None:
             bits = check_codes(codes)
-            self._initial_signs = 2.0 * bits.astype(np.float32) - 1.0
+            signs = 2.0 * bits.astype(np.float32) - 1.0
             vocabulary_size, num_bits = bits.shape
         if vocabulary_size is None or num_bits is None:
             raise ArgumentError(
                 "Pass `codes`, or both `vocabulary_size` and `num_bits`.")
-        self.vocabulary_size = validation.check_int(
-            "vocabulary_size", vocabulary_size, minimum=2)
         self.num_bits = validation.check_int("num_bits", num_bits)
-        sets = vocabulary.token_sets(self.vocabulary_size, special_token_ids,
-                                     passthrough_token_ids)
-        self.special_token_ids = sets.special_token_ids
-        self.passthrough_token_ids = sets.passthrough_token_ids
-        self._is_special = sets.is_special
-        self._is_passthrough = sets.is_passthrough
+        super().__init__(signs, vocabulary_size, self.num_bits, "signs",
+                         special_token_ids, passthrough_token_ids,
+                         noise=noise, **kwargs)
+        self.epsilon = validation.check_positive("epsilon", epsilon)
+        self.flip_probability = rr.flip_probability(self.epsilon)
         self.codes_description = codes_description
-
-    def build(self, input_shape):
-        if len(input_shape) < 1:
-            raise ArgumentError(
-                "`inputs` must be token ids of rank >= 1, received shape "
-                f"{tuple(input_shape)}.")
-        signs = self._initial_signs
-        initializer = "zeros" if signs is None else (
-            lambda shape, dtype=None: tf.constant(signs, dtype=dtype))
-        self.signs = self.add_weight(
-            name="signs", shape=(self.vocabulary_size, self.num_bits),
-            initializer=initializer, trainable=False)
-        self._initial_signs = None
-        super().build(input_shape)
 
     def nearest_tokens(self, noisy_signs):
         """The candidate id whose code is nearest in Hamming distance to
         each row of (N, num_bits) +-1 codes; the lowest id among ties."""
         scores = tf.matmul(noisy_signs, self.signs, transpose_b=True)
-        scores = tf.where(tf.constant(self._is_special)[None, :],
-                          tf.constant(-np.inf, tf.float32), scores)
+        scores = self._candidates_only(scores, -np.inf)
         return tf.argmax(scores, axis=-1, output_type=tf.int32)
 
-    def apply(self, inputs, uniforms=None):
-        self._check_numeric(inputs, integer=True)
-        token_ids, valid = base.checked_token_ids(
-            inputs, self.vocabulary_size, self.name)
-        if not self._noisy(uniforms):
-            return tf.where(valid, token_ids, -1)
-        flat = tf.reshape(token_ids, [-1])
-        signs = tf.gather(self.signs, flat)
-        if uniforms is not None:
-            uniforms = tf.reshape(uniforms, [-1, self.num_bits])
-        u = sampling.uniform(tf.shape(signs), uniforms)
-        noisy = tf.where(u < self.flip_probability, -signs, signs)
-        private = self.nearest_tokens(noisy)
-        keep = tf.gather(tf.constant(self._is_passthrough), flat)
-        private = tf.where(keep, flat, private)
-        return tf.where(valid, tf.reshape(private, tf.shape(token_ids)), -1)
+    def _private_tokens(self, rows, uniforms):
+        u = sampling.uniform(tf.shape(rows), uniforms)
+        return self.nearest_tokens(
+            tf.where(u < self.flip_probability, -rows, rows))
 
-    def uniforms_shape(self, input_shape):
-        return tuple(input_shape[1:]) + (self.num_bits,)
+    def _uniforms_per_token(self):
+        return self.num_bits
 
     def _guarantee(self):
         return rr.brr_text_guarantee(self.epsilon, self.num_bits,
                                      self.codes_description)
 
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def compute_output_spec(self, inputs):
-        return keras.KerasTensor(inputs.shape, dtype="int32")
-
     def get_config(self):
         config = super().get_config()
         config.update({
             "epsilon": self.epsilon,
-            "vocabulary_size": self.vocabulary_size,
             "num_bits": self.num_bits,
-            "special_token_ids": list(self.special_token_ids),
-            "passthrough_token_ids": list(self.passthrough_token_ids),
             "codes_description": self.codes_description,
         })
         return config

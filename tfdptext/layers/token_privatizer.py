@@ -1,0 +1,120 @@
+"""TokenPrivatizer: the common part of the text-to-text mechanisms."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfdptext import vocabulary
+from tfdptext.errors import ArgumentError
+from tfdptext.layers import base
+from tfdptext.privacy import validation
+
+
+class TokenPrivatizer(base.PrivatizationLayer):
+    """Token ids in, privatized token ids out, through a public table with
+    one row per token id (d_chi: the embeddings; BRR: the +-1 codes).
+
+    A subclass says how a batch of table rows becomes private token ids
+    (`_private_tokens`) and how many uniforms one token needs
+    (`_uniforms_per_token`). This class owns the rest: the table as a
+    non-trainable weight named `table_name` (saved with the weights, not in
+    the config), which ids are special (never output) and passthrough
+    (released unchanged: [PAD], [CLS], [SEP]), and the id checks: an id
+    outside the table raises when called eagerly and gives -1 in a graph
+    (an unusable release the server refuses). Not used directly.
+
+    Args:
+        table: the (vocabulary_size, width) float32 table, or None when
+            `vocabulary_size` and `width` are given (the weights are then
+            loaded later, e.g. by `keras.saving`).
+        table_name: the weight's name (and the attribute holding it).
+        special_token_ids, passthrough_token_ids: see above.
+    """
+
+    def __init__(self, table, vocabulary_size, width, table_name,
+                 special_token_ids=(), passthrough_token_ids=(),
+                 noise=True, **kwargs):
+        super().__init__(noise=noise, **kwargs)
+        self._initial_table = table
+        self.vocabulary_size = validation.check_int(
+            "vocabulary_size", vocabulary_size, minimum=2)
+        self._width = validation.check_int("width", width)
+        self._table_name = table_name
+        sets = vocabulary.token_sets(self.vocabulary_size, special_token_ids,
+                                     passthrough_token_ids)
+        self.special_token_ids = sets.special_token_ids
+        self.passthrough_token_ids = sets.passthrough_token_ids
+        self._is_special = sets.is_special
+        self._is_passthrough = sets.is_passthrough
+
+    def build(self, input_shape):
+        if len(input_shape) < 1:
+            raise ArgumentError(
+                "`inputs` must be token ids of rank >= 1, received shape "
+                f"{tuple(input_shape)}.")
+        table = self._initial_table
+        # The table is the variable's initial value (not an assign after
+        # creation), so it is in place even when the layer is first built
+        # while tracing a tf.function.
+        initializer = "zeros" if table is None else (
+            lambda shape, dtype=None: tf.constant(table, dtype=dtype))
+        setattr(self, self._table_name, self.add_weight(
+            name=self._table_name, shape=(self.vocabulary_size, self._width),
+            initializer=initializer, trainable=False))
+        self._initial_table = None
+        super().build(input_shape)
+
+    def _candidates_only(self, scores, fill):
+        """(N, vocabulary_size) scores with special tokens' set to `fill`."""
+        return tf.where(tf.constant(self._is_special)[None, :],
+                        tf.constant(fill, tf.float32), scores)
+
+    def apply(self, inputs, uniforms=None):
+        self._check_numeric(inputs, integer=True)
+        token_ids, valid = base.checked_token_ids(
+            inputs, self.vocabulary_size, self.name)
+        if not self._noisy(uniforms):
+            return tf.where(valid, token_ids, -1)
+        flat = tf.reshape(token_ids, [-1])
+        rows = tf.gather(getattr(self, self._table_name), flat)
+        if uniforms is not None:
+            uniforms = tf.reshape(uniforms, [-1, self._uniforms_per_token()])
+        private = self._private_tokens(rows, uniforms)
+        keep = tf.gather(tf.constant(self._is_passthrough), flat)
+        private = tf.where(keep, flat, private)
+        return tf.where(valid, tf.reshape(private, tf.shape(token_ids)), -1)
+
+    def _private_tokens(self, rows, uniforms):
+        raise NotImplementedError
+
+    def _uniforms_per_token(self):
+        raise NotImplementedError
+
+    def uniforms_shape(self, input_shape):
+        return tuple(input_shape[1:]) + (self._uniforms_per_token(),)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def compute_output_spec(self, inputs):
+        return keras.KerasTensor(inputs.shape, dtype="int32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "special_token_ids": list(self.special_token_ids),
+            "passthrough_token_ids": list(self.passthrough_token_ids),
+        })
+        return config
+
+
+def float_table(values, name):
+    """A finite 2-D float32 table, or an error naming `name`."""
+    table = np.asarray(values, dtype=np.float32)
+    if table.ndim != 2:
+        raise ArgumentError(f"`{name}` must be 2-D (vocabulary_size, dim), "
+                            f"received shape {table.shape}.")
+    if not np.isfinite(table).all():
+        raise ArgumentError(f"`{name}` must be finite.")
+    return table
