@@ -124,6 +124,21 @@ def test_projection_dim_releases_k_coordinates_with_vector_noise(
     with pytest.raises(ValueError, match="projection_dim"):
         models.sequence_representation_split(tiny_backbone, 2,
                                              projection_dim=1)
+    with pytest.raises(ValueError, match="needs `projection_dim`"):
+        models.sequence_representation_split(
+            tiny_backbone, 2, projection_activation="sigmoid")
+
+
+def test_sigmoid_projection_keeps_every_coordinate_in_the_unit_interval(
+        tiny_backbone, tokenizer):
+    split = models.sequence_representation_split(
+        tiny_backbone, 2, [layers.LaplaceNoise(1.0, noise=False)],
+        projection_dim=6, projection_activation="sigmoid")
+    released = split.user(_features(tokenizer))["private_representation"]
+    released = released.numpy()
+    assert released.shape == (2, 6)
+    # In (0, 1) without min-max: no row is pinned to an exact 0 and 1.
+    assert (released > 0).all() and (released < 1).all()
 
 
 def test_split_argument_errors(tiny_backbone):

@@ -170,6 +170,10 @@ def test_different_run_in_same_dir_refused(tiny_preset, corpus, tmp_path):
     ({"mode": "seq_rep", "epsilon": 1.0, "private_dim": 8},
      "private_dim.*seq_rep"),
     ({"mode": "token_rep", "eta": 5.0, "private_dim": 8}, "private_dim"),
+    ({"mode": "robust", "epsilon": 1.0, "normalization": "sigmoid"},
+     "private_dim"),
+    ({"mode": "robust", "epsilon": 1.0, "normalization": "tanh"},
+     "normalization"),
 ])
 def test_bad_configs_fail_before_training(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -217,7 +217,8 @@ def _split_model(spec, inputs, user, server_inputs, representation, head,
 def sequence_representation_split(backbone, num_classes, privatizers=None,
                                   input_dropout=None, pooling="mean",
                                   classifier_dropout=0.1, hidden_units=(),
-                                  sequence_length=None, projection_dim=None):
+                                  sequence_length=None, projection_dim=None,
+                                  projection_activation=None):
     """User: [WordDropout] -> encoder -> pooling -> [projection] ->
     privatizers; server: MLP.
 
@@ -238,11 +239,21 @@ def sequence_representation_split(backbone, num_classes, privatizers=None,
             privatizers noise k coordinates instead of the hidden size.
             Min-max normalisation then maps one of the k coordinates to 0
             and one to 1, so k = 2 releases one bit: use k >= 4.
+        projection_activation: None (linear) or "sigmoid": the projection
+            then outputs k coordinates in (0, 1) of its own, so it can feed
+            `LaplaceNoise` (which clips to [0, 1]) without min-max, keeping
+            all k coordinates informative.
     """
     _check(num_classes, pooling, classifier_dropout)
     if projection_dim is not None:
         projection_dim = validation.check_int("projection_dim",
                                               projection_dim, minimum=2)
+    if projection_activation is not None:
+        validation.check_choice("projection_activation",
+                                projection_activation, ("sigmoid",))
+        if projection_dim is None:
+            raise ArgumentError("`projection_activation` needs "
+                                "`projection_dim`.")
     spec = split_spec.get(SEQUENCE)
     layers = _as_list(privatizers)
     if input_dropout is not None and not isinstance(input_dropout,
@@ -254,7 +265,9 @@ def sequence_representation_split(backbone, num_classes, privatizers=None,
     x = _pool(backbone, encoded["sequence_output"], features["padding_mask"],
               pooling)
     if projection_dim is not None:
-        x = keras.layers.Dense(projection_dim, name=PRIVATE_PROJECTION)(x)
+        x = keras.layers.Dense(projection_dim,
+                               activation=projection_activation,
+                               name=PRIVATE_PROJECTION)(x)
     for layer in layers:
         x = layer(x)
     user = _user_side(spec, inputs, x)

@@ -29,7 +29,8 @@ def build_split(config, backbone, tokenizer, num_classes):
     - adv: the same split as none; `adversarial_model` adds the training-only
       attacker heads.
     - robust (DPNR): [WordDropout] -> encoder -> pool -> [Dense to
-      `private_dim`] -> MinMaxNormalize -> LaplaceNoise; everything trains,
+      `private_dim`] -> MinMaxNormalize -> LaplaceNoise (with normalization
+      sigmoid: a sigmoid Dense projection, no min-max); everything trains,
       the noise stays in the graph.
     - seq_rep: the same release (Laplace, or DChiNoise on the pooled vector),
       user side frozen.
@@ -43,10 +44,12 @@ def build_split(config, backbone, tokenizer, num_classes):
     common = dict(pooling=config.pooling, sequence_length=None)
     if config.mode in ("none", "adv", "robust", "seq_rep"):
         privatizers = []
+        sigmoid = config.normalization == "sigmoid"
         if config.mechanism == "laplace":
-            privatizers = [layers.MinMaxNormalize(),
-                           layers.LaplaceNoise(config.epsilon,
+            privatizers = [layers.LaplaceNoise(config.epsilon,
                                                config.sensitivity)]
+            if not sigmoid:
+                privatizers.insert(0, layers.MinMaxNormalize())
         elif config.mechanism == "dchi":
             privatizers = [layers.DChiNoise(
                 config.eta,
@@ -59,7 +62,8 @@ def build_split(config, backbone, tokenizer, num_classes):
                 tokenizer.structural_token_ids)
         split = models.sequence_representation_split(
             backbone, num_classes, privatizers, input_dropout=dropout,
-            projection_dim=config.private_dim, **common)
+            projection_dim=config.private_dim,
+            projection_activation="sigmoid" if sigmoid else None, **common)
     elif config.mode == "token_rep":
         split = models.token_representation_split(
             backbone, num_classes,

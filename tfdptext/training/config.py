@@ -56,6 +56,9 @@ FROZEN_USER_SIDE = ("token_rep", "text_to_text", "seq_rep")
 # Modes that may project the pooled representation to `private_dim`
 # dimensions on the user side (it must train, so not seq_rep).
 PROJECTED_MODES = ("none", "adv", "robust")
+# How the released vector is brought into [0, 1]^k before Laplace noise:
+# per-example min-max (DPNR), or a sigmoid on the `private_dim` projection.
+NORMALIZATIONS = ("minmax", "sigmoid")
 
 
 _field = field_with_help
@@ -139,6 +142,11 @@ class TrainConfig:
         "logical CPUs, of this machine) or multi_worker (the cluster in "
         "TF_CONFIG).", STRATEGIES)
     pooling: str = _field("mean", "Sentence pooling.", POOLINGS)
+    normalization: str = _field(
+        "minmax", "Into [0, 1] before Laplace noise: minmax (per example, "
+        "DPNR; one coordinate becomes 0 and one 1) or sigmoid (on the "
+        "--private_dim projection; every coordinate stays informative).",
+        NORMALIZATIONS)
     private_dim: int | None = _field(
         None, "Modes none, adv, robust: a trainable projection of the "
         "pooled representation to this many dimensions (>= 2) on the user "
@@ -261,6 +269,11 @@ class TrainConfig:
     def _validate_private_dim(self):
         """The user-side projection trains with the encoder (modes none, adv,
         robust); a frozen user side (seq_rep) would release a random one."""
+        validation.check_choice("normalization", self.normalization,
+                                NORMALIZATIONS)
+        if self.normalization == "sigmoid" and self.private_dim is None:
+            raise ArgumentError("`normalization=sigmoid` squashes the "
+                                "`private_dim` projection: set `private_dim`.")
         if self.private_dim is None:
             return
         self.private_dim = validation.check_int("private_dim",
