@@ -382,7 +382,6 @@ def _mldp_worker():
     time, and answers {"seconds", "outputs"}."""
     import json
     import os
-    import sys
     import time
 
     answer = os.fdopen(os.dup(1), "w")
@@ -509,8 +508,8 @@ def _recalls(built, ids, matrix):
     setting's recall@1 and same-id share against the exact index, and
     search-only words/s of every index (one pass). For BRR also how often
     the nearest Hamming distance is tied, and how often the exact index's
-    first BRR_EXACT_K neighbours all tie (then BRRCorpusPrivatizer scans the
-    whole table in numpy for its lowest-id rule)."""
+    first _EXACT_K neighbours all tie (then BRRCorpusPrivatizer runs a range
+    search for all candidates at that distance, for its lowest-id rule)."""
     import numpy as np
 
     from tfdptext import offline

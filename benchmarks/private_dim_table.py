@@ -52,6 +52,8 @@ def cells(sweep_dir):
         rows.append({
             "k": dim,
             "projected": dim is not None,
+            "normalization": metrics["parameters"].get("normalization",
+                                                       "minmax"),
             "epsilon": guarantee["value"],
             "unit": guarantee["unit"],
             "scale": guarantee["details"].get("noise_scale"),
@@ -67,17 +69,20 @@ def cells(sweep_dir):
 
 
 def _k_label(row):
-    return str(row["k"]) if row["projected"] else "384 (no projection)"
+    if not row["projected"]:
+        return "384 (no projection)"
+    return f"{row['k']}, {row['normalization']}"
 
 
 def table(rows):
     lines = [
-        "| k | epsilon per representation | Laplace scale b = k / eps | "
+        "| k, normalization | epsilon per representation | Laplace scale b = k / eps | "
         "test acc (run) | test acc (eval, fresh noise) | macro-F1 | "
         "entity 1 - F (strongest attacker) | 1 - F of majority guess |",
         "|---|---|---|---|---|---|---|---|"]
     for row in sorted(rows, key=lambda r: (not r["projected"],
-                                           r["k"] or 384, r["epsilon"])):
+                                           r["k"] or 384, r["normalization"],
+                                           r["epsilon"])):
         lines.append(
             f"| {_k_label(row)} | {row['epsilon']:g} | {row['scale']:.3g} | "
             f"{row['train_test_accuracy']:.4f} | {row['test_accuracy']:.4f} "

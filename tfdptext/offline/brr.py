@@ -19,16 +19,8 @@ from tfdptext.privacy import validation
 
 INDEXES = ("exact", "hnsw")
 # Neighbours fetched per query by the exact index; a row whose K nearest are
-# all tied is resolved over the whole table (the tie rule needs them all).
-_EXACT_K = 4
-# Popcount of every byte value.
-_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.uint8)
-
-
-def hamming_to_all(packed_query, packed_table):
-    """Hamming distances from one packed code to every row of a table."""
-    return _POPCOUNT[np.bitwise_xor(packed_table, packed_query[None, :])
-                     ].sum(axis=1, dtype=np.int64)
+# all tied is resolved by a range search (the tie rule needs them all).
+_EXACT_K = 8
 
 
 def flip_threshold(epsilon):
@@ -133,11 +125,18 @@ class BRRCorpusPrivatizer:
         distances, rows = self.index.search(queries, k)
         tied = distances == distances[:, :1]
         best = np.where(tied, rows, np.iinfo(rows.dtype).max).min(axis=1)
-        # All k fetched neighbours tied: more may tie beyond them.
-        unsure = tied[:, -1] if k < len(self.candidate_ids) else ()
-        for i in np.flatnonzero(unsure):
-            d = hamming_to_all(queries[i], self.candidates)
-            best[i] = np.flatnonzero(d == d.min())[0]
+        # All k fetched neighbours tied: more may tie beyond them. Fetch
+        # every candidate at the minimum distance (a range search below
+        # distance + 1, one per distinct distance) and keep the lowest.
+        if k < len(self.candidate_ids):
+            unsure = np.flatnonzero(tied[:, -1])
+            minimum = distances[unsure, 0]
+            for distance in np.unique(minimum):
+                rows_at = unsure[minimum == distance]
+                limits, _, found = self.index.range_search(
+                    queries[rows_at], int(distance) + 1)
+                for j, row in enumerate(rows_at):
+                    best[row] = found[limits[j]:limits[j + 1]].min()
         return self.candidate_ids[best]
 
     def __call__(self, token_ids):
