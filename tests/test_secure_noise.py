@@ -204,7 +204,6 @@ def test_unk_is_privatized_and_structural_tokens_pass():
                                   passthrough_token_ids=[7])
 
 
-
 def test_offline_dchi_hnsw_index_finds_the_nearest_and_keeps_the_guarantee():
     """index="hnsw": on a small table the graph search finds the exact
     nearest candidate (specials still never output, passthrough kept), and
@@ -230,6 +229,7 @@ def test_offline_dchi_hnsw_index_finds_the_nearest_and_keeps_the_guarantee():
     with pytest.raises(ValueError, match="hnsw_neighbors"):
         offline.DChiCorpusPrivatizer(TABLE, 1.0, SPECIAL, index="hnsw",
                                      hnsw_neighbors=1)
+
 
 def test_offline_os_noise_norm_is_gamma():
     from scipy import stats
