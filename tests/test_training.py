@@ -436,7 +436,8 @@ def test_every_field_has_help_and_enums_have_choices():
                "class_weight": config_lib.CLASS_WEIGHTS,
                "distribute": config_lib.STRATEGIES,
                "sensitivity": ("per_coordinate", "vector"),
-               "pooling": ("mean", "cls")}
+               "pooling": ("mean", "cls"),
+               "normalization": config_lib.NORMALIZATIONS}
     for name, allowed in choices.items():
         assert tuple(fields[name].metadata["choices"]) == tuple(allowed)
     for name in set(fields) - set(choices):
