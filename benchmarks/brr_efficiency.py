@@ -71,17 +71,16 @@ writes everything as JSON too.
 """
 
 import datetime
-import importlib.metadata
 import inspect
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
 import tempfile
 import time
 
+import machine as host
 from absl import app
 from absl import flags
 
@@ -126,42 +125,12 @@ flags.DEFINE_integer("seed", 0, "Seed of the word sample and of the round "
                      "order (not of any privacy noise).", lower_bound=0)
 flags.DEFINE_string("json_out", None, "Also write the results here (JSON).")
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                    "MKL_NUM_THREADS")
 # Issue 13's targets.
 SPEEDUP_OVER_MADLIB = 5.0
 INDEX_SHRINK = 30.0
 APPROX_WORDS_PER_S = 26000.0
 APPROX_RECALL = 0.95
 SPEEDUP_OVER_MLDP = 75.0
-
-
-def _fix_threads(threads):
-    """Every thread pool to `threads`; before numpy, FAISS or TF load."""
-    for name in THREAD_VARIABLES:
-        os.environ[name] = str(threads)
-
-
-def _cpu_name():
-    """The CPU model from /proc/cpuinfo, and the number of cores."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f
-                     if line.startswith("model name")]
-    except OSError:
-        names = []
-    return f"{names[0] if names else platform.processor()}, " \
-           f"{os.cpu_count()} cores"
-
-
-def _versions(packages):
-    found = {"python": platform.python_version()}
-    for package in packages:
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = "not installed"
-    return found
 
 
 # --- The vocabulary, the words, the privacy levels. -----------------------
@@ -739,7 +708,7 @@ def _print_targets(rows):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}.")
-    _fix_threads(FLAGS.threads)
+    host.fix_threads(FLAGS.threads)
     for path, name in ((FLAGS.glove, "glove"), (FLAGS.text, "text")):
         if path is not None and not os.path.isfile(path):
             raise app.UsageError(f"--{name}: no such file {path}.")
@@ -777,8 +746,8 @@ def main(argv):
     sizes = _table_sizes(words, matrix, codes)
 
     machine = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-               "cpu": _cpu_name(), "threads": FLAGS.threads,
-               "versions": _versions(("tfdptext", "numpy", "faiss-cpu",
+               "cpu": host.cpu_name(), "threads": FLAGS.threads,
+               "versions": host.versions(("tfdptext", "numpy", "faiss-cpu",
                                       "tensorflow", "keras",
                                       "ai-edge-litert"))}
     setup = {"vocabulary_size": len(words), "dimension": matrix.shape[1],

@@ -102,14 +102,13 @@ setting: the training text and B_in (about 20k tokens SST-2, 100k AG) plus
 """
 
 import datetime
-import importlib.metadata
 import json
 import os
-import platform
 import re
 import time
 import warnings
 
+import machine as host
 from absl import app
 from absl import flags
 
@@ -167,39 +166,10 @@ flags.DEFINE_string("plot_dir", "docs/img", "Where the brr_utility_*.png "
                     "plots go.")
 flags.DEFINE_string("json_out", None, "Also write every result here (JSON).")
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                    "MKL_NUM_THREADS")
 MECHANISMS = ("madlib", "brr")
 NAMES = {"none": "non-private", "madlib": "Madlib", "brr": "BRR"}
 TOKEN_PATTERN = re.compile(r"[^\W_]+|[^\w\s]|_")
 PUNCTUATION = re.compile(r"[^\w\s]|_")
-
-
-def _fix_threads(threads):
-    """Every thread pool to `threads`; before numpy, FAISS or TF load."""
-    for name in THREAD_VARIABLES:
-        os.environ[name] = str(threads)
-
-
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f
-                     if line.startswith("model name")]
-    except OSError:
-        names = []
-    return f"{names[0] if names else platform.processor()}, " \
-           f"{os.cpu_count()} cores"
-
-
-def _versions(packages):
-    found = {"python": platform.python_version()}
-    for package in packages:
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = "not installed"
-    return found
 
 
 # --- Vocabulary, privacy levels, tokenization. ------------------------------
@@ -713,7 +683,7 @@ def _plots(results, deniability, datasets, levels):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}.")
-    _fix_threads(FLAGS.threads)
+    host.fix_threads(FLAGS.threads)
     if not os.path.isfile(FLAGS.glove):
         raise app.UsageError(f"--glove: no such file {FLAGS.glove}.")
     if sorted(set(FLAGS.madlib_epsilon)) != sorted(FLAGS.madlib_epsilon) or \
@@ -786,8 +756,8 @@ def main(argv):
     stages["total"] = time.perf_counter() - start
 
     machine = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-               "cpu": _cpu_name(),
-               "versions": _versions(("tfdptext", "numpy", "tensorflow",
+               "cpu": host.cpu_name(),
+               "versions": host.versions(("tfdptext", "numpy", "tensorflow",
                                       "keras", "faiss-cpu", "scikit-learn",
                                       "tensorflow-privacy", "matplotlib")),
                "flags": ("datasets", "madlib_epsilon", "max_train_examples",

@@ -38,7 +38,6 @@ round medians.
 
 import datetime
 import os
-import platform
 import random
 import tempfile
 import time
@@ -46,6 +45,7 @@ import time
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import machine as host
 import numpy as np
 from absl import app
 from absl import flags
@@ -91,18 +91,6 @@ def _latency(tflite_bytes, feed, threads, invokes):
         runner(**feed)
         times.append(time.perf_counter() - start)
     return np.percentile(times, 50) * 1e3, np.percentile(times, 95) * 1e3
-
-
-def _cpu_name():
-    """The CPU model from /proc/cpuinfo, and the number of cores."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f
-                     if line.startswith("model name")]
-    except OSError:
-        names = []
-    return f"{names[0] if names else platform.processor()}, " \
-           f"{os.cpu_count()} cores"
 
 
 def _dpnr_and_plain_users():
@@ -234,7 +222,7 @@ def lengths_benchmark(lengths):
         _round_robin([s for key, s in settings.items() if key[2] == threads],
                      FLAGS.rounds, FLAGS.block)
 
-    print(f"{datetime.date.today().isoformat()}; {_cpu_name()}; "
+    print(f"{datetime.date.today().isoformat()}; {host.cpu_name()}; "
           f"MiniLM-L6-H384 (weights as loaded), int8, batch 1; input of "
           f"{FLAGS.input_tokens} tokens ([CLS] and [SEP] included); "
           f"lengths {lengths}; {FLAGS.rounds} rounds x {FLAGS.block} "

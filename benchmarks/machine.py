@@ -1,0 +1,38 @@
+"""What the benchmarks print about the machine they ran on, and the
+thread settings they fix before numpy, FAISS or TensorFlow load."""
+
+import importlib.metadata
+import os
+import platform
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "MKL_NUM_THREADS")
+
+
+def fix_threads(threads):
+    """Every thread pool to `threads`; call before numpy, FAISS or TF load."""
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+
+
+def cpu_name():
+    """The CPU model from /proc/cpuinfo, and the number of cores."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f
+                     if line.startswith("model name")]
+    except OSError:
+        names = []
+    return f"{names[0] if names else platform.processor()}, " \
+           f"{os.cpu_count()} cores"
+
+
+def versions(packages):
+    """{"python": ..., package: installed version or "not installed"}."""
+    found = {"python": platform.python_version()}
+    for package in packages:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
