@@ -180,12 +180,7 @@ def _load_vocabulary(glove, codes_dir):
     from tfdptext import binary
 
     words, matrix = binary.read_word2vec(glove)
-    codes = binary.load_codes(codes_dir)
-    if tuple(words) != tuple(codes.words):
-        raise app.UsageError(
-            f"--codes {codes_dir} holds codes of another vocabulary than "
-            f"--glove {glove} ({len(codes.words)} vs {len(words)} words, or "
-            "another order): run tfdptext-binarize --embeddings=<that file>.")
+    codes = binary.load_codes(codes_dir, words, f"--glove {glove}")
     return words, matrix, codes
 
 

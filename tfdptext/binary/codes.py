@@ -273,12 +273,15 @@ def save_codes(output_dir, words, bits_array, metadata=None, *,
     return record
 
 
-def load_codes(directory):
+def load_codes(directory, expected_words=None, source="that vocabulary"):
     """The `BinaryCodes` in `directory`, every file checked.
 
     Raises CodesError naming the file when one is missing, truncated,
     replaced (size or SHA-256 differ from codes.json), of another format
     version, or inconsistent with the others (shape, vocabulary length).
+    With `expected_words`, the codes must be of exactly those words in
+    that order (row i = token id i), else CodesError names `directory` and
+    `source` (what the words are, e.g. "preset minilm").
     """
     if not isinstance(directory, str) or not os.path.isdir(directory):
         raise CodesError(f"`codes_dir`: no such directory {directory!r}.")
@@ -314,6 +317,11 @@ def load_codes(directory):
         raise CodesError(f"{meta_path}: special_token_ids must be a list.")
     special = _check_special_ids(special, size, CodesError,
                                  f"{meta_path}: special_token_ids")
+    if expected_words is not None and tuple(words) != tuple(expected_words):
+        raise CodesError(
+            f"{directory} holds codes for {len(words)} words that are not "
+            f"the vocabulary of {source} ({len(expected_words)} words, in "
+            "id order); binarize that table with tfdptext-binarize.")
     return BinaryCodes(words=tuple(words), packed=packed, num_bits=num_bits,
                        special_token_ids=special, metadata=record)
 

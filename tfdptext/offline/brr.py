@@ -11,10 +11,9 @@ import os
 
 import numpy as np
 
-from tfdptext import vocabulary
 from tfdptext.errors import ArgumentError
+from tfdptext.offline import base
 from tfdptext.privacy import randomized_response as rr
-from tfdptext.privacy import randomness
 from tfdptext.privacy import validation
 
 INDEXES = ("exact", "hnsw")
@@ -29,7 +28,7 @@ def flip_threshold(epsilon):
     return int(np.ceil(rr.flip_probability(epsilon) * 2.0**32))
 
 
-class BRRCorpusPrivatizer:
+class BRRCorpusPrivatizer(base.CorpusPrivatizer):
     """Privatizes token ids in bulk: M(w) = nearest(RR(phi(w))) in Hamming
     distance.
 
@@ -75,15 +74,9 @@ class BRRCorpusPrivatizer:
         self.codes = packed
         self.num_bits = 8 * packed.shape[1]
         self.index_kind = validation.check_choice("index", index, INDEXES)
-        sets = vocabulary.token_sets(len(packed), special_token_ids,
-                                     passthrough_token_ids)
-        self.is_special = sets.is_special
-        self.is_passthrough = sets.is_passthrough
-        self.candidate_ids = np.flatnonzero(~sets.is_special)
+        super().__init__(len(packed), special_token_ids, passthrough_token_ids,
+                         seed, num_threads)
         self.candidates = np.ascontiguousarray(packed[self.candidate_ids])
-        if num_threads is not None:
-            faiss.omp_set_num_threads(
-                validation.check_int("num_threads", num_threads))
         if self.index_kind == "exact":
             self.index = faiss.IndexBinaryFlat(self.num_bits)
         else:
@@ -92,8 +85,6 @@ class BRRCorpusPrivatizer:
                 validation.check_int("hnsw_neighbors", hnsw_neighbors, 2))
         self.index.add(self.candidates)
         self.threshold = flip_threshold(self.epsilon)
-        self.seed = seed
-        self.rng = None if seed is None else np.random.default_rng(seed)
         self.codes_description = codes_description
 
     def index_bytes(self):
@@ -139,26 +130,11 @@ class BRRCorpusPrivatizer:
                     best[row] = found[limits[j]:limits[j + 1]].min()
         return self.candidate_ids[best]
 
-    def __call__(self, token_ids):
-        ids = np.asarray(token_ids)
-        if not np.issubdtype(ids.dtype, np.integer):
-            raise ArgumentError("`token_ids` must be integers.")
-        if ids.size and (ids.min() < 0 or ids.max() >= len(self.codes)):
-            raise ArgumentError(
-                "`token_ids` must be in [0, vocabulary_size) = [0, "
-                f"{len(self.codes)}).")
-        flat = ids.reshape(-1)
-        out = flat.copy()
-        private = ~self.is_passthrough[flat]
-        if private.any():
-            noisy = np.bitwise_xor(self.codes[flat[private]],
-                                   self.flip_masks(int(private.sum())))
-            out[private] = self.nearest_tokens(noisy)
-        return out.reshape(ids.shape)
+    def _privatize(self, ids):
+        noisy = np.bitwise_xor(self.codes[ids], self.flip_masks(len(ids)))
+        return self.nearest_tokens(noisy)
 
     def guarantee(self):
-        source = randomness.OS_ENTROPY if self.seed is None \
-            else randomness.SEEDED
         return rr.brr_text_guarantee(
             self.epsilon, self.num_bits,
-            self.codes_description).with_randomness(source)
+            self.codes_description).with_randomness(self.randomness())

@@ -12,8 +12,9 @@ import os
 
 import numpy as np
 
+from tfdptext.errors import ArgumentError
+from tfdptext.offline import base
 from tfdptext.privacy import metric
-from tfdptext.privacy import randomness
 from tfdptext.privacy import validation
 
 INDEXES = ("exact", "hnsw")
@@ -54,7 +55,7 @@ def dchi_noise(rng, num_vectors, dimension, eta):
     return radius * direction
 
 
-class DChiCorpusPrivatizer:
+class DChiCorpusPrivatizer(base.CorpusPrivatizer):
     """Privatizes token ids in bulk: M(w) = nearest(phi(w) + z) in L2.
 
     Args:
@@ -100,28 +101,11 @@ class DChiCorpusPrivatizer:
         self.index_kind = validation.check_choice("index", index, INDEXES)
         table = np.ascontiguousarray(embeddings, dtype=np.float32)
         if table.ndim != 2 or not np.isfinite(table).all():
-            raise ValueError("`embeddings` must be a finite 2-D array.")
+            raise ArgumentError("`embeddings` must be a finite 2-D array.")
+        super().__init__(len(table), special_token_ids, passthrough_token_ids,
+                         seed, num_threads)
         self.embeddings = table
-        vocabulary_size, self.dimension = table.shape
-        self.is_special = np.zeros(vocabulary_size, dtype=bool)
-        special = np.asarray(list(special_token_ids), dtype=np.int64)
-        if special.size and (special.min() < 0 or
-                             special.max() >= vocabulary_size):
-            raise ValueError(
-                "`special_token_ids` must be in [0, vocabulary_size).")
-        self.is_special[special] = True
-        passthrough = np.asarray(list(passthrough_token_ids), dtype=np.int64)
-        if passthrough.size and not self.is_special[passthrough].all():
-            raise ValueError("`passthrough_token_ids` must be special tokens "
-                             "(in `special_token_ids`).")
-        self.is_passthrough = np.zeros(vocabulary_size, dtype=bool)
-        self.is_passthrough[passthrough] = True
-        if len(special) >= vocabulary_size:
-            raise ValueError("`special_token_ids` leaves no candidate token.")
-        self.candidate_ids = np.flatnonzero(~self.is_special)
-        if num_threads is not None:
-            faiss.omp_set_num_threads(
-                validation.check_int("num_threads", num_threads))
+        self.dimension = table.shape[1]
         if self.index_kind == "exact":
             self.index = faiss.IndexFlatL2(self.dimension)
         else:
@@ -129,8 +113,6 @@ class DChiCorpusPrivatizer:
                 self.dimension,
                 validation.check_int("hnsw_neighbors", hnsw_neighbors, 2))
         self.index.add(table[self.candidate_ids])
-        self.seed = seed
-        self.rng = None if seed is None else np.random.default_rng(seed)
         self.embedding_description = embedding_description
 
     def index_bytes(self):
@@ -146,27 +128,12 @@ class DChiCorpusPrivatizer:
         _, rows = self.index.search(vectors, 1)
         return self.candidate_ids[rows[:, 0]]
 
-    def __call__(self, token_ids):
-        ids = np.asarray(token_ids)
-        if not np.issubdtype(ids.dtype, np.integer):
-            raise ValueError("`token_ids` must be integers.")
-        if ids.size and (ids.min() < 0 or ids.max() >= len(self.is_special)):
-            raise ValueError(
-                "`token_ids` must be in [0, vocabulary_size) = [0, "
-                f"{len(self.is_special)}).")
-        flat = ids.reshape(-1)
-        out = flat.copy()
-        private = ~self.is_passthrough[flat]
-        if private.any():
-            clean = self.embeddings[flat[private]]
-            noisy = clean + dchi_noise(self.rng, len(clean), self.dimension,
-                                       self.eta)
-            out[private] = self.nearest_tokens(noisy)
-        return out.reshape(ids.shape)
+    def _privatize(self, ids):
+        noisy = self.embeddings[ids] + dchi_noise(
+            self.rng, len(ids), self.dimension, self.eta)
+        return self.nearest_tokens(noisy)
 
     def guarantee(self):
-        source = randomness.OS_ENTROPY if self.seed is None \
-            else randomness.SEEDED
-        return metric.dchi_guarantee(self.eta, self.dimension,
-                                     self.embedding_description,
-                                     text_to_text=True).with_randomness(source)
+        return metric.dchi_guarantee(
+            self.eta, self.dimension, self.embedding_description,
+            text_to_text=True).with_randomness(self.randomness())

@@ -90,16 +90,9 @@ def brr_privatizer(config, tokenizer):
     """The BRRTextPrivatizer of a brr run: `config.codes` must hold one code
     per token id of the tokenizer's vocabulary, in its order."""
     from tfdptext import binary
-    from tfdptext.errors import ArgumentError
 
-    codes = binary.load_codes(config.codes)
-    vocabulary = tokenizer.vocabulary
-    if list(codes.words) != list(vocabulary):
-        raise ArgumentError(
-            f"`codes`: {config.codes} holds codes for {len(codes.words)} "
-            f"words that are not the vocabulary of preset {config.preset} "
-            f"({len(vocabulary)} tokens, in id order); binarize that "
-            "preset's table (tfdptext-binarize --embeddings=preset:...).")
+    codes = binary.load_codes(config.codes, tokenizer.vocabulary,
+                              f"preset {config.preset}")
     return layers.BRRTextPrivatizer(
         config.epsilon, codes=codes.bits,
         special_token_ids=tokenizer.special_token_ids,
