@@ -242,6 +242,28 @@ def test_offline_os_noise_norm_is_gamma():
     assert np.abs((noise / norms[:, None]).mean(axis=0)).max() < 0.03
 
 
+@pytest.mark.parametrize("shape", [1.0, 300.0])
+def test_os_gamma_is_gamma(shape):
+    from scipy import stats
+
+    draws = offline.os_gamma(shape, 20000)
+    assert stats.kstest(draws, stats.gamma(a=shape).cdf).pvalue > 1e-4
+    with pytest.raises(ValueError, match="shape"):
+        offline.os_gamma(0.5, 10)
+
+
+def test_os_gamma_fails_closed_when_every_draw_is_rejected(monkeypatch):
+    from tfdptext.offline import dchi
+
+    # A stuck source: every normal is -3, so v = (1 + c x)^3 <= 0 at shape
+    # 1 and every row is rejected; the sampler must raise, not return.
+    monkeypatch.setattr(dchi, "os_normals", lambda count: np.full(count, -3.0))
+    with pytest.raises(RuntimeError, match="random source is broken"):
+        dchi.os_gamma(1.0, 5)
+    with pytest.raises(RuntimeError, match="random source is broken"):
+        dchi.dchi_noise(None, 5, 1, 2.0)
+
+
 # --- Units and delta. ------------------------------------------------------
 
 def test_word_dropout_guarantee_is_per_token_substitution():

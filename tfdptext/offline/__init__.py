@@ -13,7 +13,8 @@ workstation, with noise from os.urandom by default:
 from tfdptext.offline.brr import BRRCorpusPrivatizer
 from tfdptext.offline.dchi import DChiCorpusPrivatizer
 from tfdptext.offline.dchi import dchi_noise
+from tfdptext.offline.dchi import os_gamma
 from tfdptext.offline.dchi import os_uniforms
 
 __all__ = ["BRRCorpusPrivatizer", "DChiCorpusPrivatizer", "dchi_noise",
-           "os_uniforms"]
+           "os_gamma", "os_uniforms"]

@@ -20,6 +20,12 @@ from tfdptext.privacy import validation
 INDEXES = ("exact", "hnsw")
 
 
+# Rounds of Marsaglia-Tsang rejection before giving up: with a good source a
+# row is rejected with probability < 0.002 (shape >= 1), so 64 rounds fail
+# with probability < 1e-170; running out means the source is broken.
+_MAX_GAMMA_ROUNDS = 64
+
+
 def os_uniforms(shape):
     """U(0, 1) float64 numbers with 53 random bits each, from os.urandom."""
     count = int(np.prod(shape))
@@ -28,28 +34,66 @@ def os_uniforms(shape):
             * 2.0**-53).reshape(shape)
 
 
+def os_normals(count):
+    """`count` standard normals from os.urandom (Box-Muller on 53-bit
+    uniforms in (0, 1): finite, |x| < 8.6)."""
+    half = (count + 1) // 2
+    u = os_uniforms((2, half))
+    rho = np.sqrt(-2.0 * np.log(u[0]))
+    angle = 2.0 * np.pi * u[1]
+    return np.concatenate([rho * np.cos(angle), rho * np.sin(angle)])[:count]
+
+
+def os_gamma(shape, count):
+    """`count` Gamma(shape, 1) numbers from os.urandom, shape >= 1.
+
+    Marsaglia and Tsang's (2000) rejection method: exact given exact
+    normals and uniforms, about one normal and one uniform per number
+    (the sum of `shape` exponentials it replaces took `shape` uniforms).
+    Raises RuntimeError if rows are still rejected after 64 rounds: the
+    random source is broken, and no noise is better than bad noise.
+    """
+    if shape < 1:
+        raise ArgumentError(f"`shape` must be >= 1, got {shape}.")
+    d = shape - 1.0 / 3.0
+    c = 1.0 / np.sqrt(9.0 * d)
+    out = np.empty(count)
+    todo = np.arange(count)
+    for _ in range(_MAX_GAMMA_ROUNDS):
+        if not todo.size:
+            return out
+        x = os_normals(todo.size)
+        u = os_uniforms(todo.size)
+        v = (1.0 + c * x) ** 3
+        ok = v > 0
+        ok[ok] = (np.log(u[ok])
+                  < 0.5 * x[ok] ** 2 + d - d * v[ok] + d * np.log(v[ok]))
+        out[todo[ok]] = d * v[ok]
+        todo = todo[~ok]
+    if todo.size:
+        raise RuntimeError(
+            f"os.urandom gave {todo.size} Gamma draws that were rejected "
+            f"{_MAX_GAMMA_ROUNDS} times in a row: the random source is "
+            "broken; no noise was released.")
+    return out
+
+
 def dchi_noise(rng, num_vectors, dimension, eta):
     """(num_vectors, dimension) d_chi noise: Gamma(n, 1/eta) radius times a
     uniform direction.
 
     Args:
-        rng: None for os.urandom (radius as a sum of n exponentials,
-            direction from Box-Muller normals), or a numpy Generator
-            (seeded research runs).
+        rng: None for os.urandom (radius by `os_gamma`, direction from
+            `os_normals`), or a numpy Generator (seeded research runs).
     """
     if rng is not None:
         radius = rng.gamma(shape=dimension, scale=1.0 / eta,
                            size=(num_vectors, 1))
         direction = rng.standard_normal((num_vectors, dimension))
     else:
-        radius = -np.log(os_uniforms((num_vectors, dimension))).sum(
-            axis=1, keepdims=True) / eta
-        half = (dimension + 1) // 2
-        u = os_uniforms((2, num_vectors, half))
-        rho = np.sqrt(-2.0 * np.log(u[0]))
-        angle = 2.0 * np.pi * u[1]
-        direction = np.concatenate([rho * np.cos(angle), rho * np.sin(angle)],
-                                   axis=1)[:, :dimension]
+        radius = os_gamma(dimension, num_vectors)[:, None] / eta
+        direction = os_normals(num_vectors * dimension).reshape(
+            num_vectors, dimension)
     direction /= np.maximum(np.linalg.norm(direction, axis=1, keepdims=True),
                             1e-300)
     return radius * direction
@@ -136,4 +180,5 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
     def guarantee(self):
         return metric.dchi_guarantee(
             self.eta, self.dimension, self.embedding_description,
-            text_to_text=True).with_randomness(self.randomness())
+            text_to_text=True, sampling=metric.FLOAT64_SAMPLING
+        ).with_randomness(self.randomness())

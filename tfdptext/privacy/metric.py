@@ -74,8 +74,20 @@ def sequence_bound(eta, token_distances):
 VECTOR_KINDS = ("tokens", "sequences")
 
 
+FLOAT32_SAMPLING = (
+    "noise is sampled in float32 (radius as a sum of n exponentials, "
+    "direction as a normalised Gaussian from Box-Muller, whose normals are "
+    "bounded by about 5.8); the bound is for the real-valued mechanism")
+FLOAT64_SAMPLING = (
+    "noise is sampled in float64 (radius by Marsaglia-Tsang rejection, "
+    "direction as a normalised Gaussian from Box-Muller on 53-bit "
+    "uniforms, whose normals are bounded by about 8.6); the bound is for "
+    "the real-valued mechanism")
+
+
 def dchi_guarantee(eta, dimension=None, embedding="the input vectors",
-                   text_to_text=False, vectors="tokens"):
+                   text_to_text=False, vectors="tokens",
+                   sampling=FLOAT32_SAMPLING):
     """The guarantee of DChiNoise (optionally decoded to tokens).
 
     Args:
@@ -88,6 +100,8 @@ def dchi_guarantee(eta, dimension=None, embedding="the input vectors",
             composes over a sequence) or "sequences" (one pooled vector per
             text: metric DP per sequence, in the distance between the two
             texts' pooled representations).
+        sampling: how the noise is computed (FLOAT32_SAMPLING: the Keras
+            layers and TFLite; FLOAT64_SAMPLING: `tfdptext.offline`).
     """
     eta = validation.check_positive("eta", eta)
     validation.check_choice("vectors", vectors, VECTOR_KINDS)
@@ -105,10 +119,7 @@ def dchi_guarantee(eta, dimension=None, embedding="the input vectors",
         "eta's meaning depends on the embedding's scale and dimension: "
         "compare settings by nearest-neighbour inversion rate or plausible "
         "deniability, not by raw eta across models",
-        "noise is sampled in float32 (radius as a sum of n exponentials, "
-        "direction as a normalised Gaussian from Box-Muller, whose "
-        "normals are bounded by about 5.8); the bound is for the "
-        "real-valued mechanism",
+        sampling,
     ]
     if text_to_text:
         conditions.append(
