@@ -17,7 +17,9 @@ the same vocabulary and the same words:
    `faiss.IndexFlatL2`);
 5. our Madlib with `index="hnsw"` (`faiss.IndexHNSWFlat`), with its
    recall@1 against exact on the same noisy vectors, one row per
-   `--madlib_ef_search` value (the targets take the fastest value with
+   `--madlib_ef_search` value, and with `index="pq"` (4-bit PQ fast
+   scan, the best `--madlib_pq_refine` candidates re-ranked exactly), one
+   row per value (the targets take the fastest of these settings with
    recall@1 >= 0.95, else the one of highest recall);
 6. the public `mldp-text` package's Madlib (`MultivariateCalibrated`,
    `replace_word` per word; its own IVF index, nlist 100, nprobe 50), run in
@@ -76,7 +78,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -109,6 +110,9 @@ flags.DEFINE_integer("hnsw_neighbors", 32, "M of both HNSW graphs.",
                      lower_bound=2)
 flags.DEFINE_list("madlib_ef_search", ["16", "64", "256"], "efSearch "
                   "values of our Madlib's HNSW index: one timed method "
+                  "each.")
+flags.DEFINE_list("madlib_pq_refine", ["16", "64"], "Candidates re-ranked "
+                  "exactly by our Madlib's PQ index: one timed method "
                   "each.")
 flags.DEFINE_list("brr_ef_search", ["16", "64", "256"], "efSearch values "
                   "of BRR's binary HNSW index: one timed method each.")
@@ -220,14 +224,24 @@ class _Method:
             float(rates.max())
 
 
-def _in_batches(privatize, ids, batch, ef_search=None):
-    """run() for an offline privatizer: all ids, `batch` per call (an HNSW
-    index first gets its efSearch: several methods share one index)."""
+def _set_search(privatize, value):
+    """Sets an approximate index's search setting: efSearch of an HNSW
+    index, the re-ranked candidates of a PQ one."""
+    if privatize.index_kind == "hnsw":
+        privatize.index.hnsw.efSearch = value
+    else:
+        privatize.index.k_factor = value
+
+
+def _in_batches(privatize, ids, batch, search=None):
+    """run() for an offline privatizer: all ids, `batch` per call (an
+    approximate index first gets its search setting: several methods share
+    one index)."""
     import numpy as np
 
     def run():
-        if ef_search is not None:
-            privatize.index.hnsw.efSearch = ef_search
+        if search is not None:
+            _set_search(privatize, search)
         start = time.perf_counter()
         out = [privatize(ids[i:i + batch]) for i in range(0, len(ids), batch)]
         seconds = time.perf_counter() - start
@@ -237,7 +251,8 @@ def _in_batches(privatize, ids, batch, ef_search=None):
 
 
 def _ef_searches(name):
-    """The sorted distinct efSearch values of flag `name`."""
+    """The sorted distinct search settings (efSearch, PQ re-ranked
+    candidates) of flag `name`."""
     try:
         values = sorted({int(v) for v in FLAGS[name].value})
     except ValueError:
@@ -257,7 +272,8 @@ def _offline_methods(matrix, codes, levels, ids):
     threads, batch = FLAGS.threads, FLAGS.batch_words
     built, build_s = {}, {}
     for space, kind in (("brr", "exact"), ("brr", "hnsw"),
-                        ("madlib", "exact"), ("madlib", "hnsw")):
+                        ("madlib", "exact"), ("madlib", "hnsw"),
+                        ("madlib", "pq")):
         start = time.perf_counter()
         if space == "brr":
             privatizer = offline.BRRCorpusPrivatizer(
@@ -271,10 +287,10 @@ def _offline_methods(matrix, codes, levels, ids):
         built.setdefault(space, {})[kind] = privatizer
         build_s[space, kind] = time.perf_counter() - start
 
-    def method(key, name, space, kind, index, ef_search=None):
+    def method(key, name, space, kind, index, search=None):
         privatizer = built[space][kind]
         return _Method(key, name, _in_batches(privatizer, ids, batch,
-                                              ef_search), len(ids),
+                                              search), len(ids),
                        index=index, index_bytes=privatizer.index_bytes(),
                        build_s=build_s[space, kind])
 
@@ -289,6 +305,11 @@ def _offline_methods(matrix, codes, levels, ids):
     methods += [method(f"madlib_hnsw_ef{ef}", "our Madlib, approximate L2",
                        "madlib", "hnsw", f"IndexHNSWFlat, {graph} {ef}", ef)
                 for ef in _ef_searches("madlib_ef_search")]
+    subspaces = offline.pq_subspaces(matrix.shape[1])
+    methods += [method(f"madlib_pq_k{k}", "our Madlib, approximate L2",
+                       "madlib", "pq", f"PQFastScan {subspaces} x 4 bits, "
+                       f"exact re-rank of {k}", k)
+                for k in _ef_searches("madlib_pq_refine")]
     return methods, built
 
 
@@ -346,6 +367,7 @@ def _mldp_worker():
     time, and answers {"seconds", "outputs"}."""
     import json
     import os
+    import sys
     import time
 
     answer = os.fdopen(os.dup(1), "w")
@@ -488,18 +510,22 @@ def _recalls(built, ids, matrix):
         results["search_words_per_s"][f"{space}_exact"] = \
             len(noisy) / (time.perf_counter() - start)
         d_exact = distance(exact)
-        approx_index = built[space]["hnsw"]
-        for ef in _ef_searches(f"{space}_ef_search"):
-            approx_index.index.hnsw.efSearch = ef
-            start = time.perf_counter()
-            approx = approx_index.nearest_tokens(noisy)
-            key = f"{space}_hnsw_ef{ef}"
-            results["search_words_per_s"][key] = \
-                len(noisy) / (time.perf_counter() - start)
-            results[key] = {
-                "recall_at_1": float(np.mean(
-                    distance(approx) <= d_exact * (1 + tolerance))),
-                "same_id": float(np.mean(approx == exact))}
+        settings = [("hnsw", f"{space}_ef_search", "ef")]
+        if space == "madlib":
+            settings.append(("pq", "madlib_pq_refine", "k"))
+        for kind, flag, tag in settings:
+            for value in _ef_searches(flag):
+                approx_index = built[space][kind]
+                _set_search(approx_index, value)
+                start = time.perf_counter()
+                approx = approx_index.nearest_tokens(noisy)
+                key = f"{space}_{kind}_{tag}{value}"
+                results["search_words_per_s"][key] = \
+                    len(noisy) / (time.perf_counter() - start)
+                results[key] = {
+                    "recall_at_1": float(np.mean(
+                        distance(approx) <= d_exact * (1 + tolerance))),
+                    "same_id": float(np.mean(approx == exact))}
 
     brr = built["brr"]["exact"]
     noisy = np.bitwise_xor(brr.codes[ids], brr.flip_masks(len(ids)))
@@ -549,7 +575,7 @@ def _table_sizes(words, matrix, codes):
 def _best_approximate(by_key, recalls, prefix):
     """The key of the fastest setting of an approximate index with recall@1
     >= APPROX_RECALL; if none reaches it, the one of highest recall."""
-    keys = [key for key in by_key if key.startswith(prefix)]
+    keys = [key for key in by_key if key.startswith(prefix)]  # str/tuple
     good = [key for key in keys
             if recalls[key]["recall_at_1"] >= APPROX_RECALL]
     if good:
@@ -559,14 +585,14 @@ def _best_approximate(by_key, recalls, prefix):
 
 def _targets(by_key, recalls):
     """Issue 13's targets: (what, value, wanted, met or None if not
-    measured). Our approximate Madlib is its best efSearch setting
+    measured). Our approximate Madlib is its best HNSW or PQ setting
     (`_best_approximate`)."""
     def rate(key):
         return by_key[key].words_per_s()[0] if key in by_key else None
 
-    approx_key = _best_approximate(by_key, recalls, "madlib_hnsw_")
-    approx_name = f"our approximate Madlib (efSearch " \
-        f"{approx_key.rsplit('_ef', 1)[1]})"
+    approx_key = _best_approximate(by_key, recalls,
+                                   ("madlib_hnsw_", "madlib_pq_"))
+    approx_name = f"our approximate Madlib ({by_key[approx_key].index})"
     brr, madlib, approx, mldp = (rate(key) for key in (
         "brr_exact", "madlib_exact", approx_key, "mldp_text"))
     recall = recalls[approx_key]["recall_at_1"]

