@@ -227,9 +227,11 @@ def test_tflite_model_is_builtins_only_unseeded_and_fresh():
     assert (outputs[:, 0] == 0).all()
     assert not np.isin(outputs[:, 1:], SPECIAL).any()
     assert len({row.tobytes() for row in outputs}) > 20
-    # The mode of each privatized column is the word itself (6 for 6/7).
+    # Each privatized column follows the closed form of its word (a mode
+    # check would be flaky: word 6 outputs itself 0.36, word 4 0.25).
     for column, word in enumerate([2, 3, 4, 5, 6], start=1):
-        assert np.bincount(outputs[:, column]).argmax() == word
+        counts = np.bincount(outputs[:, column], minlength=len(CODES))
+        assert _chi_square_pvalue(counts, closed_form(word)) > 1e-4
 
 
 def test_text_to_text_run_with_brr_trains_evaluates_and_exports(
