@@ -629,6 +629,14 @@ def _plots(results, deniability, datasets, levels):
             ax.axhspan(base - half, base + half, color="gray", alpha=0.15)
 
     written = []
+
+    def save(fig, stem):
+        fig.tight_layout()
+        path = os.path.join(FLAGS.plot_dir, f"brr_utility_{stem}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
     for key, ylabel, stem in (("accuracy", "test accuracy (clean test)",
                                "accuracy"),
                               ("mia_auc", "MIA AUC", "mia")):
@@ -651,11 +659,7 @@ def _plots(results, deniability, datasets, levels):
             ax.set_ylabel(ylabel)
             top_axis(ax)
             ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = os.path.join(FLAGS.plot_dir, f"brr_utility_{stem}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        save(fig, stem)
     # Utility against an empirical privacy measure rather than epsilon: the
     # share of training tokens the mechanism changed (BRR's matched
     # epsilon changes far fewer words than Madlib's).
@@ -679,11 +683,7 @@ def _plots(results, deniability, datasets, levels):
         ax.set_xlabel("share of training tokens changed")
         ax.set_ylabel("test accuracy (clean test)")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(FLAGS.plot_dir, "brr_utility_tradeoff.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    save(fig, "tradeoff")
     if deniability:
         fig, axes = plt.subplots(1, 2, figsize=(10.4, 4.2))
         for ax, key, ylabel in zip(axes, ("n_w", "s_w"), (
@@ -699,11 +699,7 @@ def _plots(results, deniability, datasets, levels):
                 ax.set_yscale("log")
             top_axis(ax)
             ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = os.path.join(FLAGS.plot_dir, "brr_utility_deniability.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        save(fig, "deniability")
     return written
 
 
