@@ -152,6 +152,31 @@ def _plot(path, accuracy, etas, objectives):
 
     pairs = dict(tuple(float(v) for v in p.split(":")) for p in FLAGS.qu_eta)
     names = ["original", *objectives]
+    if len(etas) == 1:
+        # One eta: bars per encoder, ours beside Qu et al.'s at the eta of
+        # the same inversion rate.
+        eta, theirs = etas[0], pairs.get(etas[0])
+        fig, ax = plt.subplots(figsize=(7, 4))
+        x = list(range(len(names)))
+        ax.bar([i - 0.2 for i in x], [accuracy[(eta, n)] for n in names],
+               0.4, label=f"ours: {FLAGS.preset}, eta {eta:g}, "
+               f"{FLAGS.pretrain_steps} steps")
+        if theirs in QU_TABLE6_SST:
+            row = QU_TABLE6_SST[int(theirs)]
+            ax.bar([i + 0.2 for i in x],
+                   [row[0 if n == "original" else 1 + OBJECTIVES.index(n)]
+                    for n in names], 0.4,
+                   label=f"Qu et al. Table 6: BERT-base, eta {theirs:g}")
+        ax.set_xticks(x, [FLAGS.preset if n == "original" else n
+                          for n in names])
+        ax.axhline(0.509, color="grey", lw=0.8, ls=":",
+                   label="majority class")
+        ax.set_ylim(0.4, 0.85)
+        ax.set_ylabel(f"SST-2 test accuracy ({FLAGS.mode})")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        return
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for name in names:
         axes[0].plot(etas, [accuracy[(eta, name)] for eta in etas], "o-",
