@@ -142,6 +142,13 @@ def _row(eta, name, pretrained, finetuned, seconds):
             f"{finetuned['wall_time_seconds']:.0f} | {seconds:.0f} |")
 
 
+def _qu_accuracy(eta, name):
+    """Qu et al.'s Table 6 accuracy at their `eta` for "original" (their
+    BERT-base) or an objective."""
+    row = QU_TABLE6_SST[int(eta)]
+    return row[0 if name == "original" else 1 + OBJECTIVES.index(name)]
+
+
 def _plot(path, accuracy, etas, objectives):
     """Our accuracy against eta, one line per encoder, beside Qu et al.'s
     at the eta of the same inversion rate."""
@@ -162,10 +169,8 @@ def _plot(path, accuracy, etas, objectives):
                0.4, label=f"ours: {FLAGS.preset}, eta {eta:g}, "
                f"{FLAGS.pretrain_steps} steps")
         if theirs in QU_TABLE6_SST:
-            row = QU_TABLE6_SST[int(theirs)]
             ax.bar([i + 0.2 for i in x],
-                   [row[0 if n == "original" else 1 + OBJECTIVES.index(n)]
-                    for n in names], 0.4,
+                   [_qu_accuracy(theirs, n) for n in names], 0.4,
                    label=f"Qu et al. Table 6: BERT-base, eta {theirs:g}")
         ax.set_xticks(x, [FLAGS.preset if n == "original" else n
                           for n in names])
@@ -182,9 +187,8 @@ def _plot(path, accuracy, etas, objectives):
         axes[0].plot(etas, [accuracy[(eta, name)] for eta in etas], "o-",
                      label=FLAGS.preset if name == "original" else name)
         theirs = [e for e in etas if pairs.get(e) in QU_TABLE6_SST]
-        column = 0 if name == "original" else 1 + OBJECTIVES.index(name)
         axes[1].plot([pairs[e] for e in theirs],
-                     [QU_TABLE6_SST[int(pairs[e])][column] for e in theirs],
+                     [_qu_accuracy(pairs[e], name) for e in theirs],
                      "o--", label="BERT-base" if name == "original" else name)
     axes[0].set_title(f"ours: {FLAGS.preset}, {FLAGS.mode}, "
                       f"{FLAGS.pretrain_steps} pretraining steps")
