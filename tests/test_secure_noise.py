@@ -147,7 +147,9 @@ def test_secure_user_side_raises_on_non_finite_representation():
     split = _seq_split()
     side = secure.SecureUserSide(split.user, split.split_point)
     model = side.model(6)
-    words = secure.os_random_words((1, 16))
+    width = int(model.input[secure.RANDOM_WORDS].shape[-1])
+    assert width == secure.MIN_RANDOM_WORDS  # 16 needed (k = 8, Laplace)
+    words = secure.os_random_words((1, width))
     good = model({"token_ids": FEATURES["token_ids"][:1],
                   "padding_mask": FEATURES["padding_mask"][:1],
                   "random_words": words})["private_representation"]

@@ -437,7 +437,8 @@ def test_every_field_has_help_and_enums_have_choices():
                "distribute": config_lib.STRATEGIES,
                "sensitivity": ("per_coordinate", "vector"),
                "pooling": ("mean", "cls"),
-               "normalization": config_lib.NORMALIZATIONS}
+               "normalization": config_lib.NORMALIZATIONS,
+               "release": config_lib.RELEASES}
     for name, allowed in choices.items():
         assert tuple(fields[name].metadata["choices"]) == tuple(allowed)
     for name in set(fields) - set(choices):

@@ -13,6 +13,8 @@ A run directory (written by `tfdptext-train`)::
     server_side.keras    the server side
     vocab.txt            the WordPiece vocabulary
     split.json           split point, guarantee, tokenizer, label names
+    randomized_labels.json  with --label_epsilon: the users' randomized
+                         train and dev labels, drawn once (read on resume)
     metrics.json         written LAST: the run's "finished" marker; it holds
                          the tfdptext version and `run_format`
     logs/                TensorBoard
@@ -72,6 +74,9 @@ EVAL_RESULT = "eval.json"
 EVAL_REPORT = "report.md"
 EVAL_PREDICTIONS = "predictions.npz"
 SWEEP_STATE = "sweep.json"
+# Label privacy (--label_epsilon): the randomized train and dev labels,
+# drawn once and read back on resume.
+RANDOMIZED_LABELS = "randomized_labels.json"
 
 # What shows that a run made progress: a directory holding config.json and
 # none of these is a run whose start failed, and is treated as new.

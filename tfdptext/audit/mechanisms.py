@@ -307,6 +307,56 @@ def randomized_response_all_bits(epsilon=0.5, num_bits=4):
                      num_bits)
 
 
+class _CodeRelease:
+    """The code release after the encoder: logits -> ArgmaxCode -> the
+    privatizer, as on the phone."""
+
+    def __init__(self, privatizer):
+        from tfdptext.models import code
+
+        self.argmax = code.ArgmaxCode()
+        self.privatizer = privatizer
+
+    def __call__(self, logits):
+        return self.privatizer(self.argmax(logits))
+
+
+def _code_logits(num_codes):
+    """Logits whose argmax is code 0 (x) and code 1 (x'): the worst case,
+    as any two texts may map to any two codes."""
+    x = np.eye(num_codes, dtype=np.float32)
+    return x[0], x[1]
+
+
+def code_randomized_response(epsilon=1.0, num_codes=4, layer_class=None,
+                             name="code_randomized_response"):
+    """ArgmaxCode -> CodeRandomizedResponse: logits of code 0 vs code 1;
+    the claim is the layer's epsilon per text; the releases are codes."""
+    num_codes = validation.check_int("num_codes", num_codes, minimum=2)
+    layer_class = layer_class or layers.CodeRandomizedResponse
+    layer = layer_class(epsilon=epsilon, num_codes=num_codes)
+    guarantee = layer.guarantee()
+    x, x_prime = _code_logits(num_codes)
+    return auditor.MechanismSetup(
+        name=name, claim=guarantee.value,
+        unit=guarantee.unit.replace("_", " "), delta=guarantee.delta,
+        sample=layer_sampler(_CodeRelease(layer), x, x_prime),
+        output=auditor.CATEGORICAL,
+        statistics=tuple(auditor.output_equals(c) for c in range(num_codes)),
+        broken=layer_class is not layers.CodeRandomizedResponse,
+        description=(f"{num_codes} codes; the texts' codes are 0 and 1 "
+                     "(any two texts are neighbours)"))
+
+
+def broken_code(kind, epsilon=1.0, num_codes=4):
+    """A deliberately broken code randomized response (see `broken`),
+    claiming the correct layer's epsilon."""
+    validation.check_choice("kind", kind, tuple(broken.BROKEN_CODE_LAYERS))
+    return code_randomized_response(
+        epsilon, num_codes, layer_class=broken.BROKEN_CODE_LAYERS[kind],
+        name=kind)
+
+
 def broken_laplace(kind, epsilon=1.0, dimension=4):
     """A deliberately broken Laplace layer (see `broken`) at the
     per-coordinate neighbours, claiming the correct layer's epsilon."""
@@ -413,6 +463,11 @@ class _NoiseFromRandomWords(keras.layers.Layer):
         super().__init__(**kwargs)
         self.privatizer = privatizer
 
+    def build(self, inputs_shape, words_shape=None):
+        if not self.privatizer.built:
+            self.privatizer.build(inputs_shape)
+        super().build(inputs_shape)
+
     def call(self, inputs, words):
         from tfdptext.models import secure
 
@@ -421,7 +476,9 @@ class _NoiseFromRandomWords(keras.layers.Layer):
         return self.privatizer.apply(inputs, tf.reshape(uniforms, shape))
 
     def compute_output_spec(self, inputs, words):
-        return keras.KerasTensor(inputs.shape, dtype="float32")
+        integer = "int" in str(inputs.dtype)
+        return keras.KerasTensor(inputs.shape,
+                                 dtype="int32" if integer else "float32")
 
 
 def _batched(vector, batch):
@@ -525,6 +582,34 @@ def tflite_randomized_response(epsilon=0.5, num_bits=4,
         description=f"TFLite, batch {batch}, {num_bits} bits, all differ")
 
 
+def tflite_code_randomized_response(epsilon=1.0, num_codes=4,
+                                    batch=_TFLITE_BATCH):
+    """ArgmaxCode -> CodeRandomizedResponse converted to TFLite, its two
+    random integers from an int32 `random_words` input (batch, 2) filled
+    from os.urandom on every invoke, as the phone model takes them."""
+    logits = keras.Input((num_codes,), name="x")
+    words = keras.Input((2,), dtype="int32", name="random_words")
+    from tfdptext.models import code
+
+    privatizer = layers.CodeRandomizedResponse(epsilon=epsilon,
+                                               num_codes=num_codes)
+    released = _NoiseFromRandomWords(privatizer)(
+        code.ArgmaxCode()(logits), words)
+    model = keras.Model({"x": logits, "random_words": words}, released)
+    guarantee = privatizer.guarantee()
+    x, x_prime = _code_logits(num_codes)
+    return auditor.MechanismSetup(
+        name="tflite_code_randomized_response", claim=guarantee.value,
+        unit=guarantee.unit.replace("_", " "), delta=guarantee.delta,
+        sample=tflite_sampler(_convert(model, batch),
+                              {"x": _batched(x, batch)},
+                              {"x": _batched(x_prime, batch)}),
+        output=auditor.CATEGORICAL,
+        statistics=tuple(auditor.output_equals(c) for c in range(num_codes)),
+        description=(f"TFLite, batch {batch}, {num_codes} codes, codes 0 vs "
+                     "1; randomness from random_words"))
+
+
 MECHANISMS = {
     "laplace_per_coordinate": laplace_per_coordinate,
     "laplace_vector": laplace_vector,
@@ -533,6 +618,7 @@ MECHANISMS = {
     "dchi_text_to_text": dchi_text_to_text,
     "randomized_response_one_bit": randomized_response_one_bit,
     "randomized_response_all_bits": randomized_response_all_bits,
+    "code_randomized_response": code_randomized_response,
 }
 TFLITE_MECHANISMS = {
     "tflite_laplace": tflite_laplace,
@@ -540,9 +626,12 @@ TFLITE_MECHANISMS = {
         use_random_words=True),
     "tflite_dchi_noise": tflite_dchi_noise,
     "tflite_randomized_response": tflite_randomized_response,
+    "tflite_code_randomized_response": tflite_code_randomized_response,
 }
 BROKEN_MECHANISMS = {
-    kind: (lambda kind=kind: broken_laplace(kind))
-    for kind in broken.BROKEN_LAYERS
+    **{kind: (lambda kind=kind: broken_laplace(kind))
+       for kind in broken.BROKEN_LAYERS},
+    **{kind: (lambda kind=kind: broken_code(kind))
+       for kind in broken.BROKEN_CODE_LAYERS},
 }
 ALL_MECHANISMS = {**MECHANISMS, **TFLITE_MECHANISMS, **BROKEN_MECHANISMS}

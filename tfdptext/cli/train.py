@@ -52,9 +52,17 @@ def train(argv):
     config = cli_flags.build(training.TrainConfig)
     config.validate()
     metrics = training.train(config, FLAGS.output_dir)
+    from tfdptext.evaluation import report
+
     print(f"\ndev accuracy {metrics['dev_accuracy']:.4f}, test accuracy "
           f"{metrics['test_accuracy']:.4f}")
     print(metrics["guarantee_text"])
+    if metrics.get("limit"):
+        print(report.limit_text(metrics["limit"]))
+    if metrics.get("label_privacy"):
+        labels = metrics["label_privacy"]
+        print(labels.get("example_guarantee_text",
+                         labels["guarantee_text"]))
     print(f"Run directory: {FLAGS.output_dir}")
 
 

@@ -307,6 +307,17 @@ def _refuse_unusable(release):
         return tf.identity(release)
 
 
+def _refuse_non_finite(probabilities):
+    """Server-side check of the answer: NaN comes from a release the model
+    cannot read (a code outside [0, m): `tfdptext.models.CodeDecoder`), and
+    is refused rather than answered."""
+    ok = tf.reduce_all(tf.math.is_finite(probabilities))
+    message = ("tfdptext: refused release: the server's answer is not "
+               "finite (a released code outside the model's range)")
+    with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
+        return tf.identity(probabilities)
+
+
 def label_names_of(model_dir, metrics, split, num_classes):
     """The run's label names (metrics.json or split.json "label_names");
     "0".."K-1" for runs that recorded none. ExportError when they do not
@@ -370,7 +381,8 @@ def _write_server(server, split_point, max_length, dim, path,
             inputs = _refuse_bad_length(inputs, spec.release, max_length)
         inputs[spec.release] = _refuse_unusable(inputs[spec.release])
         logits = server(spec.server_feed(inputs), training=False)
-        probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+        probabilities = _refuse_non_finite(
+            tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1))
         label = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
         return {"probabilities": probabilities, "label": label,
                 "label_name": tf.gather(names, label)}

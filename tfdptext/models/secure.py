@@ -26,6 +26,13 @@ unusable (all NaN; privatized token ids all -1), never a clean release:
 Both thresholds are Poisson tails with false alarm below 2^-40 for good
 words (`tfdptext.privacy.randomness.duplicate_threshold`).
 
+A model takes at least MIN_RANDOM_WORDS words, even when its mechanism
+needs fewer (the code release needs 2, a k = 8 Laplace release 16): with a
+handful of words the checks have no power (two zero words pass the mean
+test, whose tolerance at 2 words exceeds 1/2, and the one collision they
+have is within chance), so an unfilled buffer would be released as if it
+were random. The mechanism reads the first words it needs; all are checked.
+
 Each word gives one uniform U = (w mod 2^24) / 2^24 in [0, 1 - 2^-24].
 """
 
@@ -48,6 +55,10 @@ _UNIFORM_SCALE = 2.0**-24
 # count colliding pairs over BUCKETS hash buckets.
 SORT_LIMIT = 4096
 BUCKETS = 2**17
+# The fewest random words a model takes (module docstring): 512 bytes, for
+# which the mean test refuses |mean - 1/2| > 0.33 and a zero or constant
+# buffer fails both tests.
+MIN_RANDOM_WORDS = 128
 
 
 class RandomnessError(TfdptextError):
@@ -140,9 +151,10 @@ class _RandomWordsNoise(keras.layers.Layer):
         with layers_base.randomness_from_caller():
             value = self.user(features)[self.release_name]
         if self.privatizer is not None:
-            shape = self.privatizer.uniforms_shape(value.shape)
-            part = tf.reshape(uniforms[:, offset:],
-                              [-1, *[int(d) for d in shape]])
+            shape = [int(d) for d in self.privatizer.uniforms_shape(
+                value.shape)]
+            size = int(np.prod(shape))
+            part = tf.reshape(uniforms[:, offset:offset + size], [-1, *shape])
             value = self.privatizer.apply(value, part)
         ok = tf.reshape(ok, [-1] + [1] * (len(value.shape) - 1))
         if value.dtype.is_integer:
@@ -156,13 +168,15 @@ class _RandomWordsNoise(keras.layers.Layer):
 
 
 def words_per_example(user, split_point, max_length):
-    """How many random words one example needs (dropout, then noise)."""
+    """How many random words one example takes: what dropout, then the
+    noise, need, and at least MIN_RANDOM_WORDS (0 when nothing is
+    random)."""
     dropout, privatizer = find_layers(user)
     count = max_length if dropout is not None and dropout.rate > 0 else 0
     if privatizer is not None:
         value = _release_spec(user, split_point, max_length)
         count += int(np.prod(privatizer.uniforms_shape(value.shape)))
-    return count
+    return max(count, MIN_RANDOM_WORDS) if count else 0
 
 
 def _release_spec(user, split_point, max_length):

@@ -22,14 +22,17 @@ takes that same dict.
 import dataclasses
 
 import keras
+import numpy as np
 
 from tfdptext.errors import ArgumentError
 from tfdptext.layers import base as layers_base
 from tfdptext.layers.brr_text_privatizer import BRRTextPrivatizer
 from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
 from tfdptext.layers.word_dropout import WordDropout
+from tfdptext.models import code as code_lib
 from tfdptext.models import split_spec
 from tfdptext.models.pooling import MaskedMeanPooling
+from tfdptext.models.split_spec import CODE
 from tfdptext.models.split_spec import SEQUENCE
 from tfdptext.models.split_spec import SPLIT_POINTS  # noqa: F401
 from tfdptext.models.split_spec import TEXT_TO_TEXT
@@ -62,6 +65,11 @@ class SplitModel:
         split_point: one of SPLIT_POINTS.
         privatizer: the privatization layer (None for a non-private model).
         input_dropout: a WordDropout on the user side, or None.
+        training_model: what `fit` trains when `model` cannot be (the code
+            release: its argmax has no gradient); None: `model`. It shares
+            every weight with `user` and `server`.
+        training_loss: the Keras loss of `training_model`; None: the
+            cross-entropy of `model`'s logits.
     """
 
     user: keras.Model
@@ -70,6 +78,8 @@ class SplitModel:
     split_point: str
     privatizer: object = None
     input_dropout: object = None
+    training_model: keras.Model = None
+    training_loss: object = None
 
     @property
     def spec(self):
@@ -349,6 +359,62 @@ def text_to_text_split(backbone, num_classes, privatizer, pooling="mean",
         privatizer)
 
 
+def code_split(backbone, num_classes, num_codes, privatizer=None,
+               pooling="mean", sequence_length=None):
+    """User: encoder -> pooling -> dense to `num_codes` logits -> argmax ->
+    [privatizer, a CodeRandomizedResponse]; server: a CodeDecoder table
+    from the released code to class logits.
+
+    The user side returns {"private_code": (batch,) int32}. `model` is
+    server(user(inputs)), the real channel (argmax, randomized response);
+    `training_model` outputs the expected log-likelihoods over the channel
+    (`tfdptext.models.code`) and trains with `training_loss`.
+
+    Args:
+        backbone: a keras-hub BertBackbone.
+        num_classes: task classes K.
+        num_codes: m >= K codes (several codes per class when m > K).
+        privatizer: a `CodeRandomizedResponse` over `num_codes` codes, or
+            None for a non-private code (the reference of the same model).
+    """
+    from tfdptext.training import losses
+
+    validation.check_int("num_classes", num_classes, minimum=2)
+    validation.check_choice("pooling", pooling, POOLINGS)
+    num_codes = validation.check_int("num_codes", num_codes, minimum=2)
+    if num_codes < num_classes:
+        raise ArgumentError(
+            f"`num_codes` must be at least the number of classes "
+            f"({num_classes}): with {num_codes} codes some classes could "
+            "never be named.")
+    if privatizer is not None and getattr(privatizer, "num_codes",
+                                          None) != num_codes:
+        raise ArgumentError(
+            f"`privatizer` must randomize {num_codes} codes, received "
+            f"{privatizer!r}.")
+    spec = split_spec.get(CODE)
+    inputs = feature_inputs(sequence_length)
+    encoded = backbone({k: inputs[k] for k in FEATURES})
+    pooled = _pool(backbone, encoded["sequence_output"],
+                   inputs["padding_mask"], pooling)
+    logits = keras.layers.Dense(num_codes, name=code_lib.CODE_LOGITS)(pooled)
+    code = code_lib.ArgmaxCode(name=code_lib.ARGMAX_CODE)(logits)
+    user = _user_side(spec, inputs,
+                      code if privatizer is None else privatizer(code))
+    server_inputs = released_inputs(spec, sequence_length)
+    decoder = code_lib.CodeDecoder(num_codes, num_classes,
+                                   name=code_lib.CODE_DECODER)
+    split = _split_model(spec, inputs, user, server_inputs,
+                         server_inputs[spec.release], decoder, privatizer)
+    transition = (privatizer.transition_matrix() if privatizer is not None
+                  else np.eye(num_codes, dtype=np.float32))
+    released = code_lib.CodeChannel(transition, name="code_channel")(logits)
+    split.training_model = keras.Model(inputs, decoder(released),
+                                       name="code_training_model")
+    split.training_loss = losses.ExpectedNegativeLogLikelihood()
+    return split
+
+
 def token_embedding_table(backbone):
     """The backbone's (vocabulary, dim) token embedding matrix as numpy."""
     return keras.ops.convert_to_numpy(backbone.token_embedding.embeddings)
@@ -357,9 +423,12 @@ def token_embedding_table(backbone):
 def release_embedding_table(user):
     """The public (vocabulary, dim) table a user side's released tokens
     index, as numpy: the d_chi text privatizer's table (BRR's: its +-1
-    codes), else the layer
-    named TOKEN_EMBEDDING (token split); None when the user side has
-    neither (sequence split)."""
+    codes), else the layer named TOKEN_EMBEDDING (token split), or the
+    (m, m) identity of a code release's m codes (their one-hot vectors);
+    None when the user side has none of them (sequence split)."""
+    for layer in user.layers:
+        if isinstance(layer, code_lib.ArgmaxCode):
+            return np.eye(layer.num_codes, dtype=np.float32)
     _, privatizer = layers_base.privatization_layers(user)
     if isinstance(privatizer, DChiTextPrivatizer):
         return keras.ops.convert_to_numpy(privatizer.embeddings)

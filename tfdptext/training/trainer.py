@@ -31,6 +31,8 @@ from tfdptext.errors import TfdptextError
 from tfdptext.training import builder
 from tfdptext.training import callbacks as callbacks_lib
 from tfdptext.training import devices
+from tfdptext.training import label_privacy
+from tfdptext.training import losses
 from tfdptext.training import pipeline
 from tfdptext.training import schedules
 from tfdptext.training.builder import build_split
@@ -121,8 +123,10 @@ def _dev_size(config, dataset):
 class _Built:
     """What the build step makes.
 
-    model: what fit trains (split.model, or mode adv's model with attacker
-    heads); monitor: the dev loss that picks best.weights.h5.
+    model: what fit trains (split.model, the code release's training
+    model, or mode adv's model with attacker heads); loss: its Keras loss
+    (one per output in mode adv); monitor: the dev loss that picks
+    best.weights.h5.
     """
 
     tokenizer: object
@@ -130,6 +134,7 @@ class _Built:
     model: object
     adv_attributes: list | None
     monitor: str
+    loss: object
 
 
 def _build(config, dataset, adv_attributes):
@@ -145,7 +150,9 @@ def _build(config, dataset, adv_attributes):
         backbone = models.load_backbone(config.preset)
         split = build_split(config, backbone, tokenizer, dataset.num_classes)
         if adv_attributes is None:
-            return _Built(tokenizer, split, split.model, None, "val_loss")
+            return _Built(tokenizer, split, split.training_model or split.model,
+                          None, "val_loss",
+                          _task_loss(config, split, dataset.num_classes))
         # One model, one fit: total loss = task loss + the attacker heads'
         # losses (unweighted; the gradient reversal's adv_lambda sets how
         # hard the encoder fights them).
@@ -156,25 +163,36 @@ def _build(config, dataset, adv_attributes):
     # ("val_label_loss"), not the total: a low total would favour epochs
     # where the attackers win, i.e. where more private information leaks.
     return _Built(tokenizer, split, model, adv_attributes,
-                  f"val_{builder.LABEL_OUTPUT}_loss")
+                  f"val_{builder.LABEL_OUTPUT}_loss",
+                  {name: _loss() for name in model.output})
 
 
 def _loss():
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
-def _compile(model, config, *, steps_per_epoch):
+def _task_loss(config, split, num_classes):
+    """The loss of what fit trains: the split's own (the code release's
+    expected loss over its channel), the forward-corrected cross-entropy
+    for randomized labels (--label_epsilon), else the cross-entropy."""
+    if split.training_loss is not None:
+        return split.training_loss
+    if config.label_epsilon is not None:
+        return losses.ForwardCorrectedCrossentropy(
+            label_privacy.transition(config, num_classes))
+    return _loss()
+
+
+def _compile(model, config, *, steps_per_epoch, loss):
     """Step 2, inside the strategy's scope: AdamW on the run's learning-rate
-    schedule, cross-entropy per output, accuracy. Returns the schedule."""
+    schedule, `loss`, accuracy per output. Returns the schedule."""
     schedule = schedules.run_schedule(config, steps_per_epoch)
     optimizer = keras.optimizers.AdamW(schedule)
     if isinstance(model.output, dict):  # mode adv
-        model.compile(optimizer=optimizer,
-                      loss={name: _loss() for name in model.output},
-                      metrics={name: ["accuracy"] for name in model.output})
+        metrics = {name: ["accuracy"] for name in model.output}
     else:
-        model.compile(optimizer=optimizer, loss=_loss(),
-                      metrics=["accuracy"])
+        metrics = ["accuracy"]
+    model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
     return schedule
 
 
@@ -267,14 +285,30 @@ class _Session:
     gpu: bool
 
 
+def _limit(guarantee, accuracy, dataset):
+    """The randomized-response limit beside the test accuracy (a perfect
+    classifier's; tfdptext-eval adds the non-private reference's), with the
+    test split's class frequencies as the prior."""
+    from tfdptext.privacy import limit
+
+    labels = dataset.splits["test"].labels
+    prior = np.bincount(labels, minlength=dataset.num_classes)
+    return limit.limit_report(guarantee, accuracy, dataset.num_classes,
+                              prior=prior)
+
+
 def _measure(config, built, dataset, guarantee, session, *, dev_batches,
-             test_batches):
-    """Step 5: dev and test accuracy and macro-F1, and the metrics dict
-    (written last as metrics.json by `train`)."""
+             test_batches, labels=None):
+    """Step 5: dev and test accuracy and macro-F1 (on clean labels), and the
+    metrics dict (written last as metrics.json by `train`); `labels` are
+    the randomized labels of a --label_epsilon run."""
     dev = _scores(built.split.model, dev_batches)
     test = _scores(built.split.model, test_batches)
     history = session.history.history
     test_labels = dataset.splits["test"].labels
+    num_codes = None
+    if config.release == "code":
+        num_codes = builder.num_codes_of(config, dataset.num_classes)
     return {
         "mode": config.mode,
         "mechanism": config.mechanism,
@@ -283,10 +317,15 @@ def _measure(config, built, dataset, guarantee, session, *, dev_batches,
                        "dropout_rate": config.dropout_rate,
                        "private_dim": config.private_dim,
                        "normalization": config.normalization,
+                       "release": config.release, "num_codes": num_codes,
+                       "label_epsilon": config.label_epsilon,
                        "adv_lambda": config.adv_lambda,
                        "adv_attributes": built.adv_attributes},
         "guarantee": guarantee.to_dict(),
         "guarantee_text": str(guarantee),
+        "limit": _limit(guarantee, test["accuracy"], dataset),
+        "label_privacy": None if labels is None else label_privacy.summary(
+            config, dataset, labels, guarantee),
         "dataset": dataset.name,
         "label_names": label_names_of(dataset),
         "sizes": {"train": _train_size(config, dataset),
@@ -370,6 +409,8 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     adv_attributes = None
     if config.mode == "adv":  # checked before anything is written
         adv_attributes = adv_attributes_for(config, dataset)
+    if config.release == "code":  # checked before anything is written
+        builder.num_codes_of(config, dataset.num_classes)
     with devices.precision_policy(devices.policy_for(gpu)):
         return _train_in(run, config, dataset, state, strategy,
                          adv_attributes=adv_attributes, gpu=gpu,
@@ -385,20 +426,27 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
     # leaves nothing that would refuse the corrected command.
     with strategy.scope():
         built = _build(config, dataset, adv_attributes)
-        schedule = _compile(built.model, config, steps_per_epoch=steps)
+        schedule = _compile(built.model, config, steps_per_epoch=steps,
+                            loss=built.loss)
     if state == NEW:
         # An earlier start that failed before any progress: start afresh.
         run.remove(rundir.LOGS)
     run.remove_stale_temporaries()
     run.write_text(rundir.CONFIG, config.to_json())
-    class_weights = pipeline.class_weights_for(config, dataset)
+    labels, fit_data = None, dataset
+    if config.label_epsilon is not None:
+        # Drawn once (or read back): what the users' devices released.
+        labels = label_privacy.randomized_labels(run, config, dataset,
+                                                 RunDirectoryError)
+        fit_data = label_privacy.noisy_dataset(dataset, labels)
+    class_weights = pipeline.class_weights_for(config, fit_data)
     common = dict(batch_size=config.batch_size, seed=config.seed,
                   adv_attributes=adv_attributes, class_weights=class_weights)
     train_batches = pipeline.batches(
-        built.tokenizer, dataset, "train", shuffle=True,
+        built.tokenizer, fit_data, "train", shuffle=True,
         max_examples=config.max_train_examples, **common)
     dev_batches = pipeline.batches(
-        built.tokenizer, dataset, "dev",
+        built.tokenizer, fit_data, "dev",
         max_examples=config.max_dev_examples, **common)
     history, throughput, wall = _fit(
         built.model, run, config, train_batches, dev_batches,
@@ -413,7 +461,8 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
             built.tokenizer, dataset, "dev", batch_size=config.batch_size,
             max_examples=config.max_dev_examples),
         test_batches=pipeline.batches(
-            built.tokenizer, dataset, "test", batch_size=config.batch_size))
+            built.tokenizer, dataset, "test", batch_size=config.batch_size),
+        labels=labels)
     run.write(rundir.METRICS, metrics)
     # Finished: the checkpoint state is no longer needed.
     run.remove(rundir.BACKUP)

@@ -1,0 +1,184 @@
+"""The pieces of the code release: a text becomes one of m codes.
+
+The user side maps a text to m logits (encoder, pooling, a dense layer),
+picks the code c = argmax (`ArgmaxCode`) and releases it by m-ary
+randomized response (`tfdptext.layers.CodeRandomizedResponse`). The server
+decodes a released code to class logits with a table (`CodeDecoder`): a
+table is the most general function of a discrete code, so m > K (several
+codes per class) needs nothing else.
+
+Training cannot go through the argmax, so it uses the exact expected loss
+over the channel (`CodeChannel`, then `CodeDecoder` on the distribution it
+gives): with q = softmax(logits) T (T the randomized-response transition
+matrix), the expected negative log-likelihood is -sum_c q_c log P(y | c),
+linear in q, differentiable, and with no sampling. Its minimum puts all of softmax(logits) on one code,
+which is what the argmax releases (`tfdptext.training.losses`).
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfdptext.errors import ArgumentError
+from tfdptext.layers import base
+from tfdptext.privacy import categorical
+from tfdptext.privacy import validation
+
+# The names of the code release's layers in the split model.
+CODE_LOGITS = "code_logits"
+ARGMAX_CODE = "code"
+CODE_DECODER = "code_decoder"
+# The initial decoder logit of a code's own class (code c -> class c mod K):
+# every code starts decoded to a different class where m >= K, so codes do
+# not collapse onto one class at the start.
+INITIAL_LOGIT = 2.0
+
+
+@keras.saving.register_keras_serializable(package="tfdptext")
+class ArgmaxCode(keras.layers.Layer):
+    """(batch, m) logits -> (batch,) int32 code: the index of the largest
+    logit (the lowest among ties). A row holding NaN or inf gives -1, an
+    unusable code that the privatizer and the server refuse.
+
+    Example:
+    >>> ArgmaxCode()(np.array([[0.1, 2.0, -1.0]], "float32"))
+    <tf.Tensor: shape=(1,), dtype=int32, numpy=array([1], dtype=int32)>
+    """
+
+    def __init__(self, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.num_codes = None
+
+    def build(self, input_shape):
+        if len(input_shape) != 2 or input_shape[-1] is None:
+            raise ArgumentError(
+                f"`inputs` of {self.name} must be logits of shape (batch, "
+                f"num_codes), received shape {tuple(input_shape)}.")
+        self.num_codes = categorical.check_num_values("num_codes",
+                                                      int(input_shape[-1]))
+        super().build(input_shape)
+
+    def call(self, logits):
+        logits = tf.cast(logits, tf.float32)
+        code = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        ok = tf.reshape(base.finite_rows(logits), [-1])
+        return tf.where(ok, code, -1)
+
+    def compute_output_spec(self, logits):
+        return keras.KerasTensor(logits.shape[:-1], dtype="int32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("dtype", None)
+        return config
+
+
+def initial_table(num_codes, num_classes, scale=INITIAL_LOGIT):
+    """(m, K) float32 decoder logits: `scale` at (c, c mod K), 0 elsewhere."""
+    table = np.zeros((num_codes, num_classes), np.float32)
+    table[np.arange(num_codes), np.arange(num_codes) % num_classes] = scale
+    return table
+
+
+@keras.saving.register_keras_serializable(package="tfdptext")
+class CodeDecoder(keras.layers.Layer):
+    """(batch,) int codes -> (batch, K) class logits, one trainable row of
+    logits per code. A code outside [0, m) gives a row of NaN (the server
+    signature refuses a non-finite answer).
+
+    Called on a float (batch, m) distribution q over released codes
+    (training, `CodeChannel`), it returns the expected log-likelihoods
+    sum_c q_c log P(class | c), whose label column is minus the exact
+    expected loss (`tfdptext.training.losses.ExpectedNegativeLogLikelihood`).
+
+    Args:
+        num_codes: m, in [2, 65536].
+        num_classes: K >= 2.
+
+    Example:
+    >>> decoder = CodeDecoder(num_codes=4, num_classes=2)
+    >>> decoder(np.array([0, 3], "int32")).shape
+    TensorShape([2, 2])
+    """
+
+    def __init__(self, num_codes, num_classes, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.num_codes = categorical.check_num_values("num_codes", num_codes)
+        self.num_classes = validation.check_int("num_classes", num_classes, 2)
+
+    def build(self, input_shape):
+        start = initial_table(self.num_codes, self.num_classes)
+        self.table = self.add_weight(
+            name="decoder_logits", shape=start.shape,
+            initializer=lambda shape, dtype=None: tf.constant(start, dtype))
+        super().build(input_shape)
+
+    def call(self, codes):
+        if codes.dtype.is_floating:
+            return tf.matmul(tf.cast(codes, tf.float32),
+                             self.log_probabilities())
+        codes = tf.cast(codes, tf.int32)
+        valid = tf.logical_and(codes >= 0, codes < self.num_codes)
+        rows = tf.gather(self.table, tf.where(valid, codes, 0))
+        return tf.where(valid[:, None], rows, tf.constant(float("nan")))
+
+    def log_probabilities(self):
+        """(m, K): log P(class | code) of the current table."""
+        return tf.nn.log_softmax(tf.cast(self.table, tf.float32), axis=-1)
+
+    def compute_output_spec(self, codes):
+        return keras.KerasTensor((codes.shape[0], self.num_classes),
+                                 dtype="float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("dtype", None)
+        config.update({"num_codes": self.num_codes,
+                       "num_classes": self.num_classes})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="tfdptext")
+class CodeChannel(keras.layers.Layer):
+    """Training only: (batch, m) code logits -> (batch, m) distribution of
+    the RELEASED code, q = softmax(logits) T, where T is the
+    randomized-response transition matrix (the identity for a code
+    released as it is). `CodeDecoder` called on q gives the expected
+    log-likelihoods that the training loss reads.
+
+    Args:
+        transition: the (m, m) matrix P[released = j | code = i]
+            (`CodeRandomizedResponse.transition_matrix`).
+    """
+
+    def __init__(self, transition, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        transition = np.asarray(transition, np.float32)
+        if transition.ndim != 2 or transition.shape[0] != transition.shape[
+                1] or not np.allclose(transition.sum(axis=1), 1.0,
+                                      atol=1e-5) or (transition < 0).any():
+            raise ArgumentError(
+                "`transition` must be a square row-stochastic matrix, "
+                f"received shape {transition.shape}.")
+        self.transition = transition
+
+    def build(self, input_shape):
+        if input_shape[-1] != self.transition.shape[0]:
+            raise ArgumentError(
+                f"`inputs` of {self.name} must hold "
+                f"{self.transition.shape[0]} code logits, received shape "
+                f"{tuple(input_shape)}.")
+        super().build(input_shape)
+
+    def call(self, logits):
+        return tf.matmul(tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1),
+                         tf.constant(self.transition))
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("dtype", None)
+        config["transition"] = self.transition.tolist()
+        return config
