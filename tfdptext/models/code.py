@@ -12,7 +12,7 @@ over the channel (`CodeChannel`, then `CodeDecoder` on the distribution it
 gives): with q = softmax(logits) T (T the randomized-response transition
 matrix), the expected negative log-likelihood is -sum_c q_c log P(y | c),
 linear in q, differentiable, and with no sampling. Its minimum puts all of softmax(logits) on one code,
-which is what the argmax releases (`tfdptext.training.losses`).
+which is what the argmax releases (`ExpectedNegativeLogLikelihood`).
 """
 
 import keras
@@ -90,7 +90,7 @@ class CodeDecoder(keras.layers.Layer):
     Called on a float (batch, m) distribution q over released codes
     (training, `CodeChannel`), it returns the expected log-likelihoods
     sum_c q_c log P(class | c), whose label column is minus the exact
-    expected loss (`tfdptext.training.losses.ExpectedNegativeLogLikelihood`).
+    expected loss (`ExpectedNegativeLogLikelihood`).
 
     Args:
         num_codes: m, in [2, 65536].
@@ -182,3 +182,22 @@ class CodeChannel(keras.layers.Layer):
         config.pop("dtype", None)
         config["transition"] = self.transition.tolist()
         return config
+
+
+@keras.saving.register_keras_serializable(package="tfdptext")
+class ExpectedNegativeLogLikelihood(keras.losses.Loss):
+    """-y_pred[label], where y_pred holds log-likelihoods per class.
+
+    Example:
+    >>> loss = ExpectedNegativeLogLikelihood()
+    >>> float(loss([1], np.log([[0.25, 0.75]], dtype="float32")))  # -ln .75
+    0.2876...
+    """
+
+    def __init__(self, name="expected_nll", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        y_pred = tf.cast(y_pred, tf.float32)
+        labels = tf.reshape(tf.cast(y_true, tf.int32), [-1])
+        return -tf.gather(y_pred, labels, axis=-1, batch_dims=1)

@@ -377,8 +377,6 @@ def code_split(backbone, num_classes, num_codes, privatizer=None,
         privatizer: a `CodeRandomizedResponse` over `num_codes` codes, or
             None for a non-private code (the reference of the same model).
     """
-    from tfdptext.training import losses
-
     validation.check_int("num_classes", num_classes, minimum=2)
     validation.check_choice("pooling", pooling, POOLINGS)
     num_codes = validation.check_int("num_codes", num_codes, minimum=2)
@@ -411,7 +409,7 @@ def code_split(backbone, num_classes, num_codes, privatizer=None,
     released = code_lib.CodeChannel(transition, name="code_channel")(logits)
     split.training_model = keras.Model(inputs, decoder(released),
                                        name="code_training_model")
-    split.training_loss = losses.ExpectedNegativeLogLikelihood()
+    split.training_loss = code_lib.ExpectedNegativeLogLikelihood()
     return split
 
 

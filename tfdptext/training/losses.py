@@ -1,9 +1,8 @@
-"""The losses of training through a known randomized-response channel.
+"""The loss of training on labels that went through a known channel.
 
-- `ExpectedNegativeLogLikelihood`: the code release. The model outputs
-  expected log-likelihoods E_c[log P(y | c)] over the channel
-  (`tfdptext.models.code.CodeChannel`, then `CodeDecoder`); the loss is minus
-  the label's column, the exact expected loss, no sampling.
+(The code release's loss, the exact expected loss over its own channel, is
+`tfdptext.models.code.ExpectedNegativeLogLikelihood`.)
+
 - `ForwardCorrectedCrossentropy`: labels randomized by K-ary randomized
   response (label privacy). The model's class probabilities p go through
   the known transition matrix T before the cross-entropy with the noisy
@@ -22,24 +21,6 @@ from tfdptext.errors import ArgumentError
 
 def _labels(y_true):
     return tf.reshape(tf.cast(y_true, tf.int32), [-1])
-
-
-@keras.saving.register_keras_serializable(package="tfdptext")
-class ExpectedNegativeLogLikelihood(keras.losses.Loss):
-    """-y_pred[label], where y_pred holds log-likelihoods per class.
-
-    Example:
-    >>> loss = ExpectedNegativeLogLikelihood()
-    >>> float(loss([1], np.log([[0.25, 0.75]], dtype="float32")))  # -ln .75
-    0.2876...
-    """
-
-    def __init__(self, name="expected_nll", **kwargs):
-        super().__init__(name=name, **kwargs)
-
-    def call(self, y_true, y_pred):
-        y_pred = tf.cast(y_pred, tf.float32)
-        return -tf.gather(y_pred, _labels(y_true), axis=-1, batch_dims=1)
 
 
 def check_transition(transition, num_classes=None):
