@@ -9,6 +9,7 @@ A run directory (written by `tfdptext-train`)::
     config.json          the TrainConfig (written once data and encoder load)
     backup/              resumable state while training (removed when done)
     best.weights.h5      best dev-loss weights so far, with best.json
+                         (removed when done: the .keras files hold them)
     user_side.keras      the user side (what runs on the phone)
     server_side.keras    the server side
     vocab.txt            the WordPiece vocabulary
@@ -83,6 +84,8 @@ RANDOMIZED_LABELS = "randomized_labels.json"
 PROGRESS = (BACKUP, BEST_WEIGHTS, BEST_RECORD, METRICS)
 # A finished run holds all of these.
 FINISHED_FILES = (CONFIG, SPLIT, METRICS, VOCAB, USER, SERVER)
+# What only resuming needs; removed when the run finishes.
+CHECKPOINT_FILES = (BACKUP, BEST_WEIGHTS, BEST_RECORD)
 # The keys each JSON file of a finished run must hold.
 REQUIRED_KEYS = {
     CONFIG: ("mode", "mechanism", "max_length", "dataset"),
@@ -543,8 +546,16 @@ class ExportDir:
         if not os.path.isdir(self.path):
             raise self.error(f"`{what}`: {self.path} is not a directory.")
         if not os.path.isfile(self.file(MANIFEST)):
+            if os.path.isfile(self.file(METRICS)) or os.path.isfile(
+                    self.file(CONFIG)):
+                raise self.error(
+                    f"`{what}`: {self.path} is a training run directory, not "
+                    f"an export (it holds no {MANIFEST}); make one with "
+                    f"`tfdptext-export --model_dir={self.path} "
+                    "--output_dir=<a new directory>`.")
             raise self.error(f"`{what}`: {self.path} holds no {MANIFEST}; "
-                             "is it a tfdptext export?")
+                             "`tfdptext-export` makes an export directory "
+                             "from a training run.")
         manifest = self.read_manifest()
         self._check_inside(manifest)
         server_dir = self.file(manifest["server"]["path"])

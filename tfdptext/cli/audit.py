@@ -87,11 +87,6 @@ def audit(argv):
 
     if len(argv) > 1:
         raise ArgumentError(f"Unexpected arguments: {argv[1:]}.")
-    # TFLite conversion logs every SavedModel it writes; keep the table
-    # readable.
-    from absl import logging
-
-    logging.set_verbosity(logging.WARNING)
     from tfdptext.audit import auditor
     from tfdptext.audit import mechanisms
 

@@ -164,15 +164,17 @@ def _print_summary(result, output_dir):
     from tfdptext.evaluation import report
 
     u = result["utility"]
-    print(f"\ntest accuracy {u['accuracy']:.4f} (majority "
-          f"{u['majority_accuracy']:.4f}, n = {u['n_test']})")
+    print(f"\ntest accuracy {u['accuracy']:.4f} (n = {u['n_test']}); "
+          f"always answering the training split's most frequent class "
+          f"scores {u['majority_accuracy']:.4f} on the test split")
     if u.get("limit"):
         print(report.limit_text(u["limit"]))
     for group, row in result.get("attack", {}).get(
             "empirical_privacy", {}).items():
         print(f"empirical privacy ({group}, {row['measure']}): strongest "
-              f"attacker {row['strongest']:.4f}, majority "
-              f"{row['majority']:.4f}")
+              f"attacker {row['strongest']:.4f}; the attacker that always "
+              f"answers the training split's most frequent value "
+              f"{row['majority']:.4f} (on the test split)")
     if result.get("guarantee_text"):
         print(result["guarantee_text"])
     print(f"Report: {os.path.join(output_dir, 'report.md')}")

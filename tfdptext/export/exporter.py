@@ -81,15 +81,12 @@ from tfdptext.version import __version__
 import tfdptext.layers  # noqa: F401
 import tfdptext.models  # noqa: F401
 
-# "input" (the default): the phone model takes `random_words` from the
-# app's secure generator. "internal": the model's own RANDOM_* ops, keyed
-# from 32 bits per app process (predictable; opt-in only).
-NOISE_INPUT = "input"
-NOISE_INTERNAL = "internal"
-NOISE_SOURCES = (NOISE_INPUT, NOISE_INTERNAL)
-RANDOMNESS = {NOISE_INPUT: randomness.APP_SECURE_RNG,
-              NOISE_INTERNAL: randomness.TFLITE_INTERNAL}
-QUANTIZATIONS = ("int8", "float32")
+# The choices (noise source, quantization) live in a pure module.
+from tfdptext.export.choices import NOISE_INPUT  # noqa: E402
+from tfdptext.export.choices import NOISE_INTERNAL  # noqa: E402
+from tfdptext.export.choices import NOISE_SOURCES  # noqa: E402
+from tfdptext.export.choices import QUANTIZATIONS  # noqa: E402
+from tfdptext.export.choices import RANDOMNESS  # noqa: E402
 SIGNATURE = "serving_default"
 # Phone model lengths: the shortest accepted ([CLS] + one token + [SEP]),
 # and the shortest of the default set (then doubling below max_length).

@@ -214,9 +214,11 @@ def _fit(model, run, config, train_batches, dev_batches, *, monitor,
         *extra_callbacks,
     ]
     start = time.perf_counter()
+    # The batches shuffle themselves every epoch (pipeline.batches); Keras'
+    # own shuffle does not apply to a tf.data.Dataset.
     history = model.fit(train_batches, validation_data=dev_batches,
                         epochs=config.epochs, callbacks=callbacks,
-                        verbose=verbose)
+                        verbose=verbose, shuffle=False)
     wall = time.perf_counter() - start
     if not run.exists(rundir.BEST_WEIGHTS):
         raise TrainingError(
@@ -331,6 +333,8 @@ def _measure(config, built, dataset, guarantee, session, *, dev_batches,
         "sizes": {"train": _train_size(config, dataset),
                   "dev": _dev_size(config, dataset),
                   "test": len(dataset.splits["test"])},
+        # The test split's most frequent class, counted on the test split.
+        "majority_test_class": int(np.bincount(test_labels).argmax()),
         "majority_test_accuracy": float(
             np.bincount(test_labels).max() / len(test_labels)),
         "dev_accuracy": dev["accuracy"],
@@ -360,15 +364,24 @@ def _measure(config, built, dataset, guarantee, session, *, dev_batches,
 
 
 def _finished(run, verbose):
-    """A finished run: clears a leftover backup, says so, returns its
-    metrics."""
+    """A finished run: clears leftover checkpoint state, says so, returns
+    its metrics."""
     # metrics.json is written last (atomically): the run is complete.
-    run.remove(rundir.BACKUP)
+    _drop_checkpoints(run)
     if verbose:
         print(f"{run.path}: this run has already finished "
               f"({rundir.METRICS} is there); nothing to do. Remove the "
               "directory to train it again.")
     return read_metrics(run.path)
+
+
+def _drop_checkpoints(run):
+    """Finished: the backup and the best checkpoint only served resuming
+    (the best weights are in user_side.keras and server_side.keras, which
+    export and evaluation read); MiniLM's best.weights.h5 alone is ~270
+    MB."""
+    for name in rundir.CHECKPOINT_FILES:
+        run.remove(name)
 
 
 def _output_dir_of_worker(config, output_dir):
@@ -379,7 +392,8 @@ def _output_dir_of_worker(config, output_dir):
     return devices.worker_output_dir(output_dir, devices.read_tf_config())
 
 
-def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
+def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=(),
+          announce=None):
     """Trains `config` into `output_dir`; resumes a killed run there.
 
     Mode adv (adversarial training, the ADV baseline) trains a model with
@@ -389,6 +403,10 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
 
     On a GPU the run computes in mixed float16; Keras' global policy is
     restored when `train` returns or raises.
+
+    `announce(guarantee)`, if given, is called once the model is built and
+    before the first step, with what the user side's releases guarantee
+    (the programs print its epsilon per text first).
 
     Returns the metrics dict (also written to metrics.json).
     """
@@ -414,11 +432,12 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     with devices.precision_policy(devices.policy_for(gpu)):
         return _train_in(run, config, dataset, state, strategy,
                          adv_attributes=adv_attributes, gpu=gpu,
-                         verbose=verbose, extra_callbacks=extra_callbacks)
+                         verbose=verbose, extra_callbacks=extra_callbacks,
+                         announce=announce)
 
 
 def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
-              verbose, extra_callbacks):
+              verbose, extra_callbacks, announce=None):
     """`train` once the directory, data and devices are settled."""
     steps = pipeline.steps_per_epoch(_train_size(config, dataset),
                                      config.batch_size)
@@ -428,6 +447,9 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
         built = _build(config, dataset, adv_attributes)
         schedule = _compile(built.model, config, steps_per_epoch=steps,
                             loss=built.loss)
+    if announce is not None:
+        announce(builder.run_guarantee(config, built.split,
+                                       max_tokens=config.max_length - 2))
     if state == NEW:
         # An earlier start that failed before any progress: start afresh.
         run.remove(rundir.LOGS)
@@ -464,6 +486,5 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
             built.tokenizer, dataset, "test", batch_size=config.batch_size),
         labels=labels)
     run.write(rundir.METRICS, metrics)
-    # Finished: the checkpoint state is no longer needed.
-    run.remove(rundir.BACKUP)
+    _drop_checkpoints(run)
     return metrics
