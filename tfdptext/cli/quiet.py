@@ -63,8 +63,9 @@ def is_noise(line, verbose=False, gpu=False):
     >>> is_noise("W0000 00:00:1.0 1 something.cc:1] a real warning")
     False
     """
-    patterns = _ALWAYS + (() if gpu else _NO_GPU) + (() if verbose
-                                                     else _INFO)
+    if any(p.search(line) for p in _NO_GPU):
+        return not gpu  # on a GPU machine, CUDA probing matters
+    patterns = _ALWAYS + (() if verbose else _INFO)
     return any(p.search(line) for p in patterns)
 
 
