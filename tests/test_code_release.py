@@ -326,3 +326,26 @@ def test_label_guarantee_composes_with_the_text():
     assert combined.is_metric and combined.value == token.value
     assert f"{label.value:.6g}-LDP" in combined.composition
     assert combined.details["label_epsilon"] == label.value
+
+
+def test_sweep_summary_draws_accuracy_against_the_limit(tmp_path):
+    from tfdptext.evaluation import sweep
+
+    code = categorical.code_guarantee(1.0, 2)
+    rows = []
+    for eps in (0.5, 1.0, 2.0):
+        report = limit.limit_report(categorical.code_guarantee(eps, 2),
+                                    0.6, 2, 0.9, [1, 1])
+        rows.append({"cell": f"epsilon{eps:g}", "epsilon": eps,
+                     "test_accuracy": 0.6, "n_test": 100,
+                     "guarantee": str(code),
+                     "epsilon_per_text": report["epsilon_per_text"],
+                     "limit": report["limit"],
+                     "share_of_limit": report["share_of_limit"],
+                     "_limit": report})
+    sweep.write_summary(rows, str(tmp_path), "epsilon")
+    assert (tmp_path / "limit.png").stat().st_size > 1000
+    table = (tmp_path / "summary.md").read_text()
+    assert "share_of_limit" in table and "| _limit" not in table
+    curve = sweep.limit_curve(rows[0]["_limit"], [1.0])
+    assert curve[0] == pytest.approx(limit.rr_limit(1.0, 2, 0.9, [1, 1]))
