@@ -309,6 +309,13 @@ def test_limit_report_kind_and_share():
     binary = limit.limit_report(categorical.code_guarantee(1.0, 2), 0.6, 2,
                                 prior=[5, 1])
     assert binary["kind"] == limit.THEOREM
+    # With the test size: the share's 95% interval (binomial), which may
+    # reach above 1 (the limit bounds the expected accuracy).
+    sized = limit.limit_report(code, 0.6, 4, num_texts=400)
+    low, high = sized["share_of_limit_95"]
+    half = 1.96 * math.sqrt(0.6 * 0.4 / 400) / sized["limit"]
+    assert low == pytest.approx(sized["share_of_limit"] - half)
+    assert high == pytest.approx(sized["share_of_limit"] + half)
 
 
 # ---------------------------------------------------------------------------

@@ -340,7 +340,8 @@ def limit_of(run, accuracy, dataset, reference_run=None, baseline_eval=None):
             baseline_eval)
     prior = np.bincount(test.labels, minlength=num_classes)
     report = limit.limit_report(Guarantee.from_dict(run.guarantee),
-                                accuracy, num_classes, reference, prior)
+                                accuracy, num_classes, reference, prior,
+                                num_texts=len(test))
     report["reference_source"] = source
     return report
 

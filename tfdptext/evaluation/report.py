@@ -125,7 +125,11 @@ def limit_text(limit):
     return (f"Limit at {limit['epsilon_per_text']:.4g} per text (delta "
             f"{limit['delta']:.2g}), {whose}, decoded by Bayes' rule for the "
             f"test split's class frequencies: {_f(limit['limit'])} ({kind}); "
-            f"this release reaches {limit['share_of_limit']:.3f} of it. "
+            f"this release reaches {limit['share_of_limit']:.3f} of it"
+            + (f" (95% interval {limit['share_of_limit_95'][0]:.3f}-"
+               f"{limit['share_of_limit_95'][1]:.3f} over "
+               f"{limit['num_texts']} test texts)"
+               if "share_of_limit_95" in limit else "") + ". "
             + (f"No release at this epsilon lets any classifier beat "
                f"{_f(limit['bound_any_classifier'])}."
                if limit["bound_kind"] == "theorem" else

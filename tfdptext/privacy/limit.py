@@ -135,7 +135,7 @@ def _no_limit(guarantee):
 
 
 def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
-                 prior=None):
+                 prior=None, num_texts=None):
     """The limit beside a private accuracy.
 
     Args:
@@ -145,6 +145,9 @@ def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
         reference_accuracy: the non-private accuracy of the same budget
             (None: the limit of a perfect classifier, a = 1).
         prior: the class frequencies of the test set (None: uniform).
+        num_texts: how many test texts `accuracy` was measured on: adds
+            the 95% interval of the share (the limit bounds the expected
+            accuracy; a finite test set can land above it by chance).
 
     Returns a dict: "applies" False with a "reason", or K, the per-text
     epsilon and delta, the `limit` and `share_of_limit` (accuracy / limit),
@@ -167,7 +170,7 @@ def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
     bound = rr_limit(epsilon, num_classes, 1.0, prior, delta)
     bound_proven = uniform or num_classes == 2
     proven = reference == 1.0 and bound_proven
-    return {
+    report = {
         "applies": True,
         "num_classes": int(num_classes),
         "epsilon_per_text": float(epsilon),
@@ -182,3 +185,11 @@ def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
         "bound_kind": THEOREM if bound_proven else REFERENCE,
         "kind": THEOREM if proven else REFERENCE,
     }
+    if num_texts:
+        n = validation.check_int("num_texts", num_texts)
+        half = 1.96 * math.sqrt(max(accuracy * (1.0 - accuracy), 0.25 / n)
+                                / n)
+        report["num_texts"] = n
+        report["share_of_limit_95"] = [(accuracy - half) / limit,
+                                       (accuracy + half) / limit]
+    return report

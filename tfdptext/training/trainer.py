@@ -296,7 +296,7 @@ def _limit(guarantee, accuracy, dataset):
     labels = dataset.splits["test"].labels
     prior = np.bincount(labels, minlength=dataset.num_classes)
     return limit.limit_report(guarantee, accuracy, dataset.num_classes,
-                              prior=prior)
+                              prior=prior, num_texts=len(labels))
 
 
 def _measure(config, built, dataset, guarantee, session, *, dev_batches,
