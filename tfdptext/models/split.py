@@ -413,9 +413,16 @@ def code_split(backbone, num_classes, num_codes, privatizer=None,
     return split
 
 
+def _variable_values(variable):
+    """A Keras variable's values as numpy (its own `numpy()`: converting
+    the variable object makes numpy call an `__array__` that Keras 3.15
+    writes without the `copy` argument, a DeprecationWarning)."""
+    return np.asarray(variable.numpy())
+
+
 def token_embedding_table(backbone):
     """The backbone's (vocabulary, dim) token embedding matrix as numpy."""
-    return keras.ops.convert_to_numpy(backbone.token_embedding.embeddings)
+    return _variable_values(backbone.token_embedding.embeddings)
 
 
 def release_embedding_table(user):
@@ -429,10 +436,10 @@ def release_embedding_table(user):
             return np.eye(layer.num_codes, dtype=np.float32)
     _, privatizer = layers_base.privatization_layers(user)
     if isinstance(privatizer, DChiTextPrivatizer):
-        return keras.ops.convert_to_numpy(privatizer.embeddings)
+        return _variable_values(privatizer.embeddings)
     if isinstance(privatizer, BRRTextPrivatizer):
-        return keras.ops.convert_to_numpy(privatizer.signs)
+        return _variable_values(privatizer.signs)
     for layer in user.layers:
         if layer.name == TOKEN_EMBEDDING:
-            return keras.ops.convert_to_numpy(layer.embeddings)
+            return _variable_values(layer.embeddings)
     return None
