@@ -356,3 +356,42 @@ def test_sweep_summary_draws_accuracy_against_the_limit(tmp_path):
     assert "share_of_limit" in table and "| _limit" not in table
     curve = sweep.limit_curve(rows[0]["_limit"], [1.0])
     assert curve[0] == pytest.approx(limit.rr_limit(1.0, 2, 0.9, [1, 1]))
+
+
+def test_bayes_table_decodes_by_the_prior_and_the_channel():
+    # A weak channel and a skewed prior: every code decodes to the
+    # majority class; a strong channel: code c to class c.
+    weak = categorical.transition_matrix(0.2, 3)
+    table = code_lib.bayes_table([0.7, 0.2, 0.1], weak, 3)
+    np.testing.assert_array_equal(table.argmax(axis=1), [0, 0, 0])
+    strong = categorical.transition_matrix(6.0, 4)
+    table = code_lib.bayes_table([0.5, 0.5], strong, 4)
+    np.testing.assert_array_equal(table.argmax(axis=1), [0, 1, 0, 1])
+    # Rows are log-probabilities: P(class | code) by Bayes' rule.
+    joint = np.array([0.5, 0.5])[:, None] * (
+        np.array([[0.5, 0, 0.5, 0], [0, 0.5, 0, 0.5]]) @ strong)
+    expected = (joint.T + 0.5) / (joint.T + 0.5).sum(1, keepdims=True)
+    np.testing.assert_allclose(np.exp(table), expected, rtol=1e-5)
+
+
+def test_refit_decoder_is_the_posterior_of_the_released_codes():
+    decoder = code_lib.CodeDecoder(3, 2)
+    decoder.build((None,))
+    transition = categorical.transition_matrix(1.0, 3)
+    logits = np.array([[5.0, 0.0, 0.0], [0.0, 5.0, 0.0], [0.0, 0.0, 5.0],
+                       [5.0, 0.0, 0.0]], np.float32)
+    labels = np.array([0, 1, 1, 0])
+
+    def head(features, training=False):
+        return features
+
+    batches = [(logits[:2], labels[:2]), (logits[2:], labels[2:])]
+    table = code_lib.refit_decoder(head, decoder, transition, batches,
+                                   [0.5, 0.5])
+    soft = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    q = soft @ transition
+    counts = np.stack([q[labels == k].sum(0) for k in (0, 1)], axis=1)
+    counts += 0.5
+    np.testing.assert_allclose(
+        np.exp(table), counts / counts.sum(1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(decoder.table.numpy(), table)

@@ -81,6 +81,46 @@ def initial_table(num_codes, num_classes, scale=INITIAL_LOGIT):
     return table
 
 
+def bayes_table(prior, transition, num_codes):
+    """(m, K) float32 log P(class | released code) when class k sends one
+    of its codes {c : c mod K = k} (uniformly) through the channel
+    `transition` and classes occur with `prior`: the Bayes decoder of a
+    perfect code head. At a small epsilon it decodes every code to the
+    likeliest class (a decoder that ignored the prior would do worse than
+    always answering the majority class); at a large one, code c to class
+    c mod K.
+
+    Example:
+    >>> t = np.array([[0.6, 0.4], [0.4, 0.6]])
+    >>> bayes_table([0.9, 0.1], t, 2).argmax(axis=1)  # class 0 either way
+    array([0, 0])
+    """
+    prior = np.asarray(prior, np.float64)
+    num_classes = len(prior)
+    if (prior < 0).any() or prior.sum() <= 0 or num_codes < num_classes:
+        raise ArgumentError(
+            f"`prior` must be {num_classes} non-negative weights (not all "
+            f"zero) and `num_codes` at least {num_classes}, received "
+            f"{prior.tolist()} and {num_codes}.")
+    prior = prior / prior.sum()
+    codes_of = np.arange(num_codes) % num_classes
+    sent = np.zeros((num_classes, num_codes))  # P(code c | class k)
+    sent[codes_of, np.arange(num_codes)] = 1.0
+    sent /= sent.sum(axis=1, keepdims=True)
+    joint = prior[:, None] * (sent @ np.asarray(transition, np.float64))
+    return posterior_logits(joint.T, prior)
+
+
+def posterior_logits(counts, prior):
+    """(m, K) log P(class | code) from (m, K) co-occurrence weights of
+    released codes and classes, with one pseudo-observation per code
+    spread by `prior` (a code never seen decodes to the prior)."""
+    counts = np.asarray(counts, np.float64) + np.asarray(prior,
+                                                         np.float64)[None]
+    return np.log(counts / counts.sum(axis=1, keepdims=True)).astype(
+        np.float32)
+
+
 @keras.saving.register_keras_serializable(package="tfdptext")
 class CodeDecoder(keras.layers.Layer):
     """(batch,) int codes -> (batch, K) class logits, one trainable row of
@@ -95,6 +135,8 @@ class CodeDecoder(keras.layers.Layer):
     Args:
         num_codes: m, in [2, 65536].
         num_classes: K >= 2.
+        table: the initial (m, K) logits (e.g. `bayes_table`); default
+            `initial_table` (code c -> class c mod K).
 
     Example:
     >>> decoder = CodeDecoder(num_codes=4, num_classes=2)
@@ -102,14 +144,25 @@ class CodeDecoder(keras.layers.Layer):
     TensorShape([2, 2])
     """
 
-    def __init__(self, num_codes, num_classes, **kwargs):
+    def __init__(self, num_codes, num_classes, table=None, **kwargs):
         kwargs["dtype"] = "float32"
         super().__init__(**kwargs)
         self.num_codes = categorical.check_num_values("num_codes", num_codes)
         self.num_classes = validation.check_int("num_classes", num_classes, 2)
+        if table is not None:
+            table = np.asarray(table, np.float32)
+            if table.shape != (self.num_codes, self.num_classes) or \
+                    not np.isfinite(table).all():
+                raise ArgumentError(
+                    f"`table` must be finite of shape ({self.num_codes}, "
+                    f"{self.num_classes}), received shape {table.shape}.")
+        # The initial logits (not in the config: the weights are saved).
+        self._initial_table = table
 
     def build(self, input_shape):
-        start = initial_table(self.num_codes, self.num_classes)
+        start = self._initial_table
+        if start is None:
+            start = initial_table(self.num_codes, self.num_classes)
         self.table = self.add_weight(
             name="decoder_logits", shape=start.shape,
             initializer=lambda shape, dtype=None: tf.constant(start, dtype))
@@ -201,3 +254,31 @@ class ExpectedNegativeLogLikelihood(keras.losses.Loss):
         y_pred = tf.cast(y_pred, tf.float32)
         labels = tf.reshape(tf.cast(y_true, tf.int32), [-1])
         return -tf.gather(y_pred, labels, axis=-1, batch_dims=1)
+
+
+def refit_decoder(code_logits, decoder, transition, batches, prior):
+    """Sets the decoder to the exact minimiser of the expected loss given
+    the trained code head: log P(class | released code) of the training
+    data, sum_x q(r | x) [y_x = y] normalised per code, q(. | x) =
+    softmax(code logits of x) T (`posterior_logits`). Returns the table.
+
+    Args:
+        code_logits: a model from features to (batch, m) code logits.
+        decoder: the `CodeDecoder` to set.
+        transition: the (m, m) channel.
+        batches: (features, labels[, weights]) batches of training data.
+        prior: the class frequencies (the pseudo-observation per code).
+    """
+    transition = np.asarray(transition, np.float64)
+    counts = np.zeros((decoder.num_codes, decoder.num_classes))
+    for batch in batches:
+        features, labels = batch[0], np.asarray(batch[1]).reshape(-1)
+        logits = np.asarray(code_logits(features, training=False),
+                            np.float64)
+        logits -= logits.max(axis=1, keepdims=True)
+        soft = np.exp(logits)
+        released = (soft / soft.sum(axis=1, keepdims=True)) @ transition
+        np.add.at(counts.T, labels, released)
+    table = posterior_logits(counts, prior)
+    decoder.table.assign(table)
+    return table

@@ -70,6 +70,9 @@ class SplitModel:
             every weight with `user` and `server`.
         training_loss: the Keras loss of `training_model`; None: the
             cross-entropy of `model`'s logits.
+        calibrate: None, or `calibrate(batches)` to run once training is
+            done, on the training batches (the code release refits its
+            decoder in closed form).
     """
 
     user: keras.Model
@@ -80,6 +83,7 @@ class SplitModel:
     input_dropout: object = None
     training_model: keras.Model = None
     training_loss: object = None
+    calibrate: object = None
 
     @property
     def spec(self):
@@ -360,7 +364,7 @@ def text_to_text_split(backbone, num_classes, privatizer, pooling="mean",
 
 
 def code_split(backbone, num_classes, num_codes, privatizer=None,
-               pooling="mean", sequence_length=None):
+               pooling="mean", sequence_length=None, class_prior=None):
     """User: encoder -> pooling -> dense to `num_codes` logits -> argmax ->
     [privatizer, a CodeRandomizedResponse]; server: a CodeDecoder table
     from the released code to class logits.
@@ -376,6 +380,15 @@ def code_split(backbone, num_classes, num_codes, privatizer=None,
         num_codes: m >= K codes (several codes per class when m > K).
         privatizer: a `CodeRandomizedResponse` over `num_codes` codes, or
             None for a non-private code (the reference of the same model).
+        class_prior: the training labels' class frequencies: the decoder
+            starts as the Bayes decoder of a perfect code head through the
+            channel (`tfdptext.models.code.bayes_table`), and
+            `split.calibrate(batches)` refits it in closed form after
+            training (`refit_decoder`). None: uniform.
+
+    Training the decoder by gradient alone is slow where the learning rate
+    suits the encoder (1e-4): at a small epsilon it would keep decoding
+    code c to class c, below always answering the majority class.
     """
     validation.check_int("num_classes", num_classes, minimum=2)
     validation.check_choice("pooling", pooling, POOLINGS)
@@ -400,16 +413,22 @@ def code_split(backbone, num_classes, num_codes, privatizer=None,
     user = _user_side(spec, inputs,
                       code if privatizer is None else privatizer(code))
     server_inputs = released_inputs(spec, sequence_length)
-    decoder = code_lib.CodeDecoder(num_codes, num_classes,
-                                   name=code_lib.CODE_DECODER)
-    split = _split_model(spec, inputs, user, server_inputs,
-                         server_inputs[spec.release], decoder, privatizer)
     transition = (privatizer.transition_matrix() if privatizer is not None
                   else np.eye(num_codes, dtype=np.float32))
+    prior = (np.full(num_classes, 1.0 / num_classes) if class_prior is None
+             else np.asarray(class_prior, np.float64))
+    decoder = code_lib.CodeDecoder(
+        num_codes, num_classes, name=code_lib.CODE_DECODER,
+        table=code_lib.bayes_table(prior, transition, num_codes))
+    split = _split_model(spec, inputs, user, server_inputs,
+                         server_inputs[spec.release], decoder, privatizer)
     released = code_lib.CodeChannel(transition, name="code_channel")(logits)
     split.training_model = keras.Model(inputs, decoder(released),
                                        name="code_training_model")
     split.training_loss = code_lib.ExpectedNegativeLogLikelihood()
+    head = keras.Model(inputs, logits, name="code_head")
+    split.calibrate = lambda batches: code_lib.refit_decoder(
+        head, decoder, transition, batches, prior)
     return split
 
 

@@ -22,7 +22,7 @@ ADV_CONDITIONS = (
 )
 
 
-def build_split(config, backbone, tokenizer, num_classes):
+def build_split(config, backbone, tokenizer, num_classes, class_prior=None):
     """The SplitModel for `config.mode` (see tfdptext.models.split).
 
     - none: encoder + pooling on the user side, no privatization.
@@ -40,7 +40,9 @@ def build_split(config, backbone, tokenizer, num_classes):
       the whole model.
     - release code (modes none and robust): encoder -> pool -> dense to
       `num_codes` logits -> argmax -> [CodeRandomizedResponse]; server = a
-      code-to-class table; trained through `split.training_model`.
+      code-to-class table, starting as the Bayes decoder for
+      `class_prior` (the training labels' frequencies); trained through
+      `split.training_model`, the table refitted by `split.calibrate`.
     """
     description = f"{config.preset} token embeddings"
     # Variable length: batches are trimmed to their longest text.
@@ -52,7 +54,8 @@ def build_split(config, backbone, tokenizer, num_classes):
             privatizer = layers.CodeRandomizedResponse(config.epsilon,
                                                        num_codes)
         split = models.code_split(backbone, num_classes, num_codes,
-                                  privatizer, **common)
+                                  privatizer, class_prior=class_prior,
+                                  **common)
     elif config.mode in ("none", "adv", "robust", "seq_rep"):
         privatizers = []
         sigmoid = config.normalization == "sigmoid"

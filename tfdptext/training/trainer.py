@@ -148,7 +148,8 @@ def _build(config, dataset, adv_attributes):
     with seeding.scoped_seed(config.seed):
         tokenizer = models.load_tokenizer(config.preset, config.max_length)
         backbone = models.load_backbone(config.preset)
-        split = build_split(config, backbone, tokenizer, dataset.num_classes)
+        split = build_split(config, backbone, tokenizer, dataset.num_classes,
+                            class_prior=_class_prior(config, dataset))
         if adv_attributes is None:
             return _Built(tokenizer, split, split.training_model or split.model,
                           None, "val_loss",
@@ -165,6 +166,12 @@ def _build(config, dataset, adv_attributes):
     return _Built(tokenizer, split, model, adv_attributes,
                   f"val_{builder.LABEL_OUTPUT}_loss",
                   {name: _loss() for name in model.output})
+
+
+def _class_prior(config, dataset):
+    """The class frequencies of the training labels the run uses."""
+    labels = pipeline.train_labels(dataset, config.max_train_examples)
+    return np.bincount(labels, minlength=dataset.num_classes) / len(labels)
 
 
 def _loss():
@@ -227,12 +234,15 @@ def _fit(model, run, config, train_batches, dev_batches, *, monitor,
     return history, throughput, wall
 
 
-def _save(run, config, built, dataset):
-    """Step 4: the best weights into the model, then the user and server
-    sides, the vocabulary and split.json (each atomically). Returns the
-    run's privacy guarantee."""
+def _save(run, config, built, dataset, *, calibration_batches):
+    """Step 4: the best weights into the model, the split's closed-form
+    calibration if it has one (on `calibration_batches`, the training
+    data), then the user and server sides, the vocabulary and split.json
+    (each atomically). Returns the run's privacy guarantee."""
     built.model.load_weights(run.file(rundir.BEST_WEIGHTS))
     split = built.split
+    if split.calibrate is not None:
+        split.calibrate(calibration_batches)
     run.save_model(rundir.USER, split.user)
     run.save_model(rundir.SERVER, split.server)
     run.write_with(rundir.VOCAB, built.tokenizer.save_vocabulary)
@@ -474,7 +484,11 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
         built.model, run, config, train_batches, dev_batches,
         monitor=built.monitor, verbose=verbose,
         extra_callbacks=extra_callbacks)
-    guarantee = _save(run, config, built, dataset)
+    guarantee = _save(run, config, built, dataset,
+                      calibration_batches=pipeline.batches(
+                          built.tokenizer, fit_data, "train",
+                          batch_size=config.batch_size,
+                          max_examples=config.max_train_examples))
     session = _Session(history, throughput, wall, schedule, class_weights,
                        strategy.num_replicas_in_sync, gpu)
     metrics = _measure(
