@@ -372,6 +372,12 @@ def test_bayes_table_decodes_by_the_prior_and_the_channel():
         np.array([[0.5, 0, 0.5, 0], [0, 0.5, 0, 0.5]]) @ strong)
     expected = (joint.T + 0.5) / (joint.T + 0.5).sum(1, keepdims=True)
     np.testing.assert_allclose(np.exp(table), expected, rtol=1e-5)
+    # A class absent from the training labels (prior 0) keeps a finite,
+    # lowest logit in every row (a small run of a 4-class data set).
+    table = code_lib.bayes_table([0.6, 0.4, 0.0, 0.0],
+                                 categorical.transition_matrix(1.0, 4), 4)
+    assert np.isfinite(table).all()
+    assert (table[:, 2:] < table[:, :2].min(axis=1, keepdims=True)).all()
 
 
 def test_refit_decoder_is_the_posterior_of_the_released_codes():

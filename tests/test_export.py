@@ -580,7 +580,7 @@ def test_bad_lengths_are_refused_before_writing(runs, tmp_path):
                                 lengths=lengths)
         assert err.match(message)
     assert os.listdir(tmp_path) == []
-    with pytest.raises(exporter.ExportError, match="`lengths` must be "
+    with pytest.raises(errors.ArgumentError, match="`lengths` must be "
                        "comma-separated integers"):
         export_cli._parse_lengths(["32", "x"])
     assert export_cli._parse_lengths(["64", "32"]) == [64, 32]

@@ -113,10 +113,13 @@ def bayes_table(prior, transition, num_codes):
 
 def posterior_logits(counts, prior):
     """(m, K) log P(class | code) from (m, K) co-occurrence weights of
-    released codes and classes, with one pseudo-observation per code
-    spread by `prior` (a code never seen decodes to the prior)."""
-    counts = np.asarray(counts, np.float64) + np.asarray(prior,
-                                                         np.float64)[None]
+    released codes and classes, with one pseudo-observation per code,
+    half spread by `prior` and half uniformly (a code never seen decodes
+    to the prior; a class absent from the training labels keeps a finite
+    logit)."""
+    prior = np.asarray(prior, np.float64)
+    pseudo = 0.5 * prior / prior.sum() + 0.5 / len(prior)
+    counts = np.asarray(counts, np.float64) + pseudo[None]
     return np.log(counts / counts.sum(axis=1, keepdims=True)).astype(
         np.float32)
 

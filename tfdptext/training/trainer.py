@@ -499,6 +499,9 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
         test_batches=pipeline.batches(
             built.tokenizer, dataset, "test", batch_size=config.batch_size),
         labels=labels)
+    # The best dev loss over every session (best.json goes with the
+    # checkpoints once the run has finished).
+    metrics["best_" + built.monitor] = run.read_best()
     run.write(rundir.METRICS, metrics)
     _drop_checkpoints(run)
     return metrics
