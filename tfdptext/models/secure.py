@@ -33,7 +33,10 @@ test, whose tolerance at 2 words exceeds 1/2, and the one collision they
 have is within chance), so an unfilled buffer would be released as if it
 were random. The mechanism reads the first words it needs; all are checked.
 
-Each word gives one uniform U = (w mod 2^24) / 2^24 in [0, 1 - 2^-24].
+Each word gives a uniform U = (w mod 2^24) / 2^24, an integer w mod 2^24
+(randomized response), or an exponential from all 32 bits; the Laplace
+noise reads two words per exponential (`tfdptext.layers.sampling`): the
+privatization layers take the words themselves (`words_shape`).
 """
 
 import os
@@ -128,7 +131,8 @@ class _RandomWordsNoise(keras.layers.Layer):
 
     Call with (features, random_words): returns the release. The user side
     runs inside `randomness_from_caller()`, so it computes the clean value
-    and every random choice comes from the words.
+    and every random choice comes from the words, which the layers take
+    as they are (int32: `tfdptext.layers.sampling`).
     """
 
     def __init__(self, user, release_name, dropout, privatizer, **kwargs):
@@ -141,20 +145,19 @@ class _RandomWordsNoise(keras.layers.Layer):
     def call(self, features, random_words):
         words = tf.cast(random_words, tf.int32)
         ok = words_look_random(words)
-        uniforms = uniforms_from_words(words)
         offset = 0
         if self.dropout is not None and self.dropout.rate > 0.0:
             length = int(features["token_ids"].shape[1])
             features = self.dropout.apply(features,
-                                          uniforms[:, offset:offset + length])
+                                          words[:, offset:offset + length])
             offset += length
         with layers_base.randomness_from_caller():
             value = self.user(features)[self.release_name]
         if self.privatizer is not None:
-            shape = [int(d) for d in self.privatizer.uniforms_shape(
+            shape = [int(d) for d in self.privatizer.words_shape(
                 value.shape)]
             size = int(np.prod(shape))
-            part = tf.reshape(uniforms[:, offset:offset + size], [-1, *shape])
+            part = tf.reshape(words[:, offset:offset + size], [-1, *shape])
             value = self.privatizer.apply(value, part)
         ok = tf.reshape(ok, [-1] + [1] * (len(value.shape) - 1))
         if value.dtype.is_integer:
@@ -175,7 +178,7 @@ def words_per_example(user, split_point, max_length):
     count = max_length if dropout is not None and dropout.rate > 0 else 0
     if privatizer is not None:
         value = _release_spec(user, split_point, max_length)
-        count += int(np.prod(privatizer.uniforms_shape(value.shape)))
+        count += int(np.prod(privatizer.words_shape(value.shape)))
     return max(count, MIN_RANDOM_WORDS) if count else 0
 
 

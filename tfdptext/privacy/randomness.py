@@ -39,8 +39,8 @@ SEEDED = "seeded"
 SOURCES = (APP_SECURE_RNG, OS_ENTROPY, TENSORFLOW_UNSEEDED, TFLITE_INTERNAL,
            SEEDED)
 
-# Bits of resolution of one uniform number, which bounds the largest
-# exponential -log(1 - U) the sampler can return (see laplace.py's delta).
+# Bits of resolution of one uniform number (randomized response's integer
+# thresholds, word dropout, Box-Muller angles).
 UNIFORM_BITS = {
     APP_SECURE_RNG: 24,      # 24 bits of each random word
     OS_ENTROPY: 24,
@@ -78,6 +78,12 @@ DESCRIPTIONS = {
 }
 
 
+# The sources whose noise is computed from random words (the exported
+# phone model and SecureUserSide): their exponentials are read from whole
+# words (`tfdptext.layers.sampling`), the others' from 23-bit uniforms.
+WORD_SOURCES = (APP_SECURE_RNG, OS_ENTROPY)
+
+
 def check_source(source):
     """Returns `source` if it is one of SOURCES, else raises ValueError."""
     if source not in SOURCES:
@@ -89,6 +95,11 @@ def check_source(source):
 def uniform_bits(source):
     """Resolution in bits of the uniforms drawn from `source`."""
     return UNIFORM_BITS[check_source(source)]
+
+
+def reads_words(source):
+    """Whether noise from `source` is computed from random words."""
+    return check_source(source) in WORD_SOURCES
 
 
 # Checks of random words fed to a model (fail closed). A buffer of W words
