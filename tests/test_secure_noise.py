@@ -15,9 +15,12 @@ from tfdptext import layers
 from tfdptext import models
 from tfdptext import offline
 from tfdptext import privacy
+from tfdptext.audit import word_generators
 from tfdptext.models import secure
+from tfdptext.models import word_checks
 from tfdptext.privacy import guarantee as g_lib
 from tfdptext.privacy import randomness
+from tfdptext.privacy import word_statistics as ws
 
 TABLE = np.random.default_rng(0).normal(size=(60, 8)).astype(np.float32)
 SPECIAL = (0, 1, 2, 3, 4)      # [PAD] [UNK] [CLS] [SEP] [MASK]
@@ -25,7 +28,7 @@ PASSTHROUGH = (0, 2, 3)        # [PAD] [CLS] [SEP]
 UNK = 1
 
 
-# --- The checks' tolerances: closed forms and false alarms. ---------------
+# --- The checks' limits: exact laws and false alarms. ----------------------
 
 def test_mean_tolerance_is_hoeffding():
     for w in (1, 768, 98304):
@@ -33,62 +36,158 @@ def test_mean_tolerance_is_hoeffding():
         assert math.isclose(2 * math.exp(-2 * w * t * t), 2.0**-40)
 
 
-def test_duplicate_threshold_poisson_tail():
+def test_block_collision_law_is_exact():
+    """The dynamic programme's law of the pairs of equal bytes among 128
+    (127) values: P(0) is the birthday product, the mean C(n, 2) / 256,
+    and 200,000 simulated blocks agree with it (chi-square)."""
     from scipy import stats
 
-    for w in (256, 768, 49152, 98304, 10**6):
-        k = randomness.duplicate_threshold(w)
-        lam = w * (w - 1) / 2.0**33
-        assert stats.poisson(lam).sf(k) <= 2.0**-40
-        assert k == 0 or stats.poisson(lam).sf(k - 1) > 2.0**-40
+    for balls in (128, 127):
+        law = ws.block_collision_law(balls)
+        birthday = math.prod(1 - i / 256 for i in range(balls))
+        assert math.isclose(law.probabilities[0], birthday, rel_tol=1e-9)
+        # The cap at 128 moves only a tail of about 2e-15.
+        assert law.mean == pytest.approx(balls * (balls - 1) / 512,
+                                         rel=1e-9)
+    rng = np.random.default_rng(7)
+    values = rng.integers(0, 256, size=(200000, 128))
+    counts = np.zeros((200000, 256), np.int64)
+    np.add.at(counts, (np.arange(200000)[:, None], values), 1)
+    pairs = np.minimum((counts * (counts - 1) // 2).sum(axis=1), 128)
+    law = ws.block_collision_law(128)
+    edges = [0, 20, 24, 27, 30, 32, 34, 37, 40, 45, 129]
+    observed = [((pairs >= a) & (pairs < b)).sum()
+                for a, b in zip(edges[:-1], edges[1:])]
+    expected = [law.probabilities[a:b].sum() * 200000
+                for a, b in zip(edges[:-1], edges[1:])]
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
 
 
-def test_good_words_pass_and_collisions_match_the_model():
-    """Simulated: 100 rows of 98,304 os.urandom words all pass; the bucket
-    collisions have the mean and spread of the model (lambda = W(W-1) /
-    2^18 = 36,863.6, sd 192)."""
-    w = 98304
-    words = secure.os_random_words((100, w))
-    assert bool(tf.reduce_all(secure.words_look_random(tf.constant(words))))
-    pairs = secure._bucket_collisions(tf.constant(words)).numpy().ravel()
-    lam = w * (w - 1) / 2.0**18
-    # Mean of 100 rows: sd 19.2; 6 sd. Spread: sd within 30%.
-    assert abs(pairs.mean() - lam) < 6 * 19.2
-    assert 0.7 * lam**0.5 < pairs.std() < 1.3 * lam**0.5
-    # Sorted-neighbour counts of 32-bit words: Poisson(1.125).
-    ordered = np.sort(words[:, :4096], axis=1)
-    repeats = (ordered[:, 1:] == ordered[:, :-1]).sum(axis=1)
-    assert repeats.max() <= randomness.duplicate_threshold(4096)
+def test_chernoff_limits_hold_and_are_near_the_exact_tail():
+    """For one block the exact law gives the tails: each limit is crossed
+    with probability at most its share, and the lower limit is not far
+    inside the exact one (Chernoff costs little at the ends)."""
+    alarm = ws.TEST_FALSE_ALARM
+    law = ws.block_collision_law(128)
+    low, high = ws.sum_limits(law, 1, alarm)
+    cdf = np.cumsum(law.probabilities)
+    assert cdf[low] <= alarm and law.probabilities[high:].sum() <= alarm
+    assert low >= 1  # 0 repeats (128 distinct low bytes) always fail
+    exact_low = int(np.flatnonzero(cdf <= alarm).max())
+    assert exact_low - 2 <= low <= exact_low
+    # Binomial: the exact tail at the limit, and just below it.
+    n, p = 767, ws.NEAR_PROBABILITY
+    k = ws.binomial_upper_limit(n, p, alarm)
+    from scipy import stats
+
+    assert stats.binom(n, p).sf(k - 1) <= alarm < stats.binom(n, p).sf(k - 2)
 
 
-@pytest.mark.parametrize("width", [768, 98304])  # sorted / bucketed
-@pytest.mark.parametrize("name", ["zeros", "constant", "half", "pairs",
-                                  "low_bytes", "one_block_of_8",
-                                  "one_token_repeated", "block_of_2048"])
-def test_bad_words_are_refused(name, width):
-    if name == "one_token_repeated" and width <= 768:
-        pytest.skip("a 768-word buffer is one token's worth")
-    good = secure.os_random_words((1, width))
-    half = width // 2
-    bad = {
-        "zeros": np.zeros_like(good),
-        "constant": np.full_like(good, 77),
-        "half": np.concatenate([good[:, :half], good[:, :half]], axis=1),
-        "pairs": np.repeat(good[:, :half], 2, axis=1),
-        "low_bytes": good & 0xFF,
-        # A 32-byte chunk copied over and over.
-        "one_block_of_8": np.tile(good[:, :8], (1, width // 8)),
-        # One token's 768 words used for every token.
-        "one_token_repeated": np.tile(good[:, :768], (1, width // 768)),
-        # A single block of 2,048 words appearing twice, far apart.
-        "block_of_2048": np.concatenate(
-            [good[:, :2048], good[:, 2048:-2048], good[:, :2048]], axis=1)
-        if width > 4096 else np.concatenate(
-            [good[:, :200], good[:, 200:-200], good[:, :200]], axis=1),
-    }[name]
-    assert bad.shape == good.shape
-    ok = secure.words_look_random(tf.constant(np.concatenate([good, bad])))
-    assert ok.numpy().ravel().tolist() == [True, False]
+def test_serial_limits_bound_the_mean_of_squared_steps():
+    """c = circular distance of two uniforms is uniform on [0, 1/2]: the
+    law's mean is 1/12, and for 767 terms the limits lie about 7 standard
+    deviations out."""
+    law = ws._serial_law()
+    assert law.mean == pytest.approx(1 / 12, rel=1e-12)
+    low, high = ws.row_limits(768).serial
+    sd = math.sqrt((1 / 80 - 1 / 144) / 767)
+    assert 6 < (1 / 12 - low) / sd < 9 and 6 < (high - 1 / 12) / sd < 9
+
+
+def test_duplicate_limits():
+    assert [ws.pair_repeat_limit(n) for n in (768, 4096, 4097, 98304,
+                                              2**21)] == [1, 1, 2, 2, 2]
+    assert ws.pair_repeat_limit(2**22) is None  # refused outright
+    for n in (128, 768, 98304):
+        r = ws.word_repeat_limit(n)
+        assert ws.word_repeat_log_bound(n, r) <= math.log(
+            ws.TEST_FALSE_ALARM) < ws.word_repeat_log_bound(n, r - 1)
+    # The union of the shares is the false alarm of a one-row call.
+    assert math.isclose(ws.PAIR_REPEATS_FALSE_ALARM + 9 * ws.TEST_FALSE_ALARM,
+                        2.0**-40)
+
+
+@pytest.mark.parametrize("width", [128, 768, 98304])
+def test_good_words_pass_and_statistics_follow_their_laws(width):
+    """os.urandom rows all pass, and their statistics sit where the laws
+    put them (means within 6 standard errors over the rows)."""
+    rows = {128: 400, 768: 200, 98304: 6}[width]
+    words = secure.os_random_words((rows, width))
+    ok = secure.words_look_random(tf.constant(words)).numpy()
+    assert ok.all()
+    stats_ = {k: v.numpy() for k, v in word_checks.row_statistics(
+        tf.constant(words)).items()}
+    blocks = width // 128
+    laws = {"mean_low": (0.5, math.sqrt(1 / 12 / width)),
+            "serial": (1 / 12, math.sqrt((1 / 80 - 1 / 144) / (width - 1))),
+            "near_equal": ((width - 1) * ws.NEAR_PROBABILITY,
+                           math.sqrt((width - 1) * ws.NEAR_PROBABILITY)),
+            "low_byte_collisions": (blocks * ws.block_collision_law(
+                128).mean, math.sqrt(blocks * 32.0)),
+            "high_byte_step_collisions": (blocks * ws.block_collision_law(
+                127).mean, math.sqrt(blocks * 31.5))}
+    for name, (mean, sd) in laws.items():
+        assert abs(stats_[name].mean() - mean) < 6 * sd / math.sqrt(rows), \
+            name
+
+
+# Generators of tfdptext.audit.word_generators, and a check each one must
+# fail (at the widths where it is catchable): the checks catch what they
+# are meant to.
+_CAUGHT_BY = {
+    "counter": ["near_equal", "low_byte_collisions"],
+    "weyl": ["low_byte_collisions", "low_byte_step_collisions"],
+    "lcg32": ["low_byte_collisions"],
+    "low_24_bits_only": ["mean_high", "high_byte_collisions"],
+    "one_byte_per_word": ["mean_low"],
+    "each_word_twice": ["word_repeats"],
+    "byte_replicated": ["word_repeats"],
+    "half_repeated": ["pair_repeats"],
+    "token_block_reused": ["pair_repeats"],
+    "block_of_3_repeated": ["pair_repeats"],
+    "rows_identical": ["pair_repeats"],
+}
+
+
+@pytest.mark.parametrize("width", [128, 768, 1280, 98304])
+def test_structured_words_fail_and_good_ones_pass(width):
+    """Every generator of the audit's list, at the widths we export (the
+    code release 128, DPNR 768 and 768 + 512 with word dropout, d_chi at
+    128 tokens): the catchable ones fail, the others pass (which is why
+    the contract is a secure generator)."""
+    rng = np.random.default_rng(width)
+    for name, generator in word_generators.GENERATORS.items():
+        words = generator.fill(rng, generator.rows, width)
+        ok = bool(secure.words_look_random(tf.constant(words)).numpy().all())
+        assert ok != generator.expected_refused(width), name
+        if name in _CAUGHT_BY and generator.expected_refused(width):
+            row = {k: bool(v.numpy().all()) for k, v in
+                   word_checks.row_verdicts(tf.constant(words)).items()}
+            call = word_checks.duplicate_verdicts(
+                word_checks.duplicate_counts(tf.reshape(words, [1, -1])),
+                words.size).numpy()[0]
+            row.update(word_repeats=bool(call[0]), pair_repeats=bool(call[1]))
+            failed = {k for k, v in row.items() if not v}
+            assert set(_CAUGHT_BY[name]) <= failed, (name, failed)
+
+
+def test_a_batch_is_one_call():
+    """Rows are checked together: one bad row fails every row; two good
+    rows sharing a 768-word block fail; a call above MAX_WORDS_PER_CALL is
+    refused."""
+    good = secure.os_random_words((3, 768))
+    assert secure.words_look_random(tf.constant(good)).numpy().all()
+    bad = good.copy()
+    bad[1] = np.arange(768)
+    assert not secure.words_look_random(tf.constant(bad)).numpy().any()
+    shared = good.copy()
+    shared[2, :768] = shared[0, :768]
+    assert not secure.words_look_random(tf.constant(shared)).numpy().any()
+    too_many = secure.os_random_words(
+        (secure.MAX_WORDS_PER_CALL // 4096 + 1, 4096))
+    counts = word_checks.duplicate_counts(tf.reshape(too_many[:1], [1, -1]))
+    assert not word_checks.duplicate_verdicts(
+        counts, too_many.size).numpy()[0, 1]
 
 
 def test_uniforms_from_words_are_in_the_unit_interval():

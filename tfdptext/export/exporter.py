@@ -411,11 +411,19 @@ def _randomness_contract(phone, noise_source):
                  "(Android: SecureRandom.nextBytes; iOS: "
                  "SecRandomCopyBytes); never reuse or derive them"),
         "checks": ("the model makes its release unusable (all NaN; token "
-                   "ids all -1) when the words look unfilled, constant or "
-                   "repeated within the call (false alarm below 2^-40 for "
-                   "good words); the server refuses such releases: discard "
-                   "it and call again with fresh words"),
-        "not_detectable": "reuse of a buffer across calls",
+                   "ids all -1) when the words show structure: unfilled, "
+                   "constant, a counter or arithmetic progression, an LCG, "
+                   "low or high bytes too even or too repetitive, near-equal "
+                   "neighbours, a block of words used twice within the call "
+                   "(false alarm below 2^-40 for good words; "
+                   "tfdptext.privacy.word_statistics); the server refuses "
+                   "such releases: discard it and call again with fresh "
+                   "words"),
+        "not_detectable": ("a predictable generator whose output looks "
+                           "uniform (java.util.Random or any seeded PRNG: "
+                           "the seed, e.g. the time, gives the noise away), "
+                           "and reuse of a buffer across calls: no check "
+                           "inside the model can see either"),
     }
 
 
