@@ -330,3 +330,21 @@ def test_brr_run_refuses_codes_of_another_vocabulary(tiny_preset, tmp_path):
             ({"mechanism": "brr", "codes": codes_dir}, "epsilon")):
         with pytest.raises(ValueError, match=message):
             training.TrainConfig(mode="text_to_text", **kwargs).validate()
+
+
+def test_int8_export_keeps_the_codes_exactly():
+    """Dynamic-range int8 conversion stores the +-1 table as +-127 with
+    scale 1/127: read back out of the .tflite it is the codes, exactly,
+    so the BRR guarantee (over the codes) holds for the int8 phone model.
+    (A d_chi table, by contrast, moves: tests/test_export.py.)"""
+    from tfdptext.export import tables
+    from tfdptext.export import tflite
+
+    codes = np.random.default_rng(3).integers(0, 2, (1500, 64))
+    ids = keras.Input((6,), dtype="int32", name="ids")
+    layer = layers.BRRTextPrivatizer(1.0, codes=codes, special_token_ids=[0])
+    model = keras.Model(ids, layer(ids))
+    held = tables.read_table(tflite.convert(model, quantize=True,
+                                            batch_size=1), codes.shape)
+    assert held.dtype == "int8"
+    np.testing.assert_array_equal(held.values, 2.0 * codes - 1.0)
