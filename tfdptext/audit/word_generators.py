@@ -13,14 +13,17 @@ which is why the contract is the platform's secure generator:
 - a buffer reused from an earlier call (the model has no memory of
   earlier calls).
 
-`check_model` runs them against a phone model (a .tflite signature) and
-reports which fail closed; `tfdptext-audit --random_words` does it for an
-export.
+`check_model` runs them against a phone model (any function of the
+words), `check_tflite` against a .tflite signature and `check_export`
+against every length of an export, and reports which fail closed;
+`tfdptext-audit --random_words [--export_dir=...]` prints the table.
 
 Example:
->>> rows = check_model(runner, feed, width=768, output="private_representation")
+>>> model, width = laplace_phone_model()
+>>> rows = check_tflite(model, {"x": np.random.rand(1, 384).astype("float32")},
+...                     width)
 >>> [(r.generator, r.refused) for r in rows][:2]
-[('os_urandom', False), ('counter', True)]
+[('os_urandom', 0), ('counter', 1)]
 """
 
 import dataclasses
@@ -310,6 +313,63 @@ def check_model(run, width, generators=None, buffers=1, seed=0,
         out.append(Verdict(name, width, buffers, count,
                            generator.expected_refused(width),
                            generator.catchable, generator.why))
+    return out
+
+
+def laplace_phone_model(dimension=384, epsilon=1.0):
+    """A DPNR-like phone model without an encoder: x (1, dimension) ->
+    MinMaxNormalize -> LaplaceNoise(epsilon), noise from `random_words`
+    (4 words per coordinate) checked as a phone model checks them,
+    converted to TFLite (batch 1). Returns (tflite bytes, number of
+    words)."""
+    from tfdptext import layers
+    from tfdptext.export import tflite
+    from tfdptext.models import secure
+
+    model = secure.secure_privatizer_model(
+        layers.LaplaceNoise(epsilon), (dimension,),
+        before=layers.MinMaxNormalize())
+    width = int(model.input[secure.RANDOM_WORDS].shape[-1])
+    return tflite.convert(model, batch_size=1), width
+
+
+def check_tflite(tflite_bytes, feed, width, output=None, signature=None,
+                 **kwargs):
+    """`check_model` on a .tflite signature: `feed` holds its inputs other
+    than `random_words`."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    runner = Interpreter(model_content=tflite_bytes).get_signature_runner(
+        signature)
+
+    def run(words):
+        out = runner(**feed, random_words=words)
+        return out[output] if output else next(iter(out.values()))
+
+    return check_model(run, width, **kwargs)
+
+
+def check_export(export_dir, text="the staff was friendly", **kwargs):
+    """`check_model` on every phone model (length) of an export that takes
+    random words, with `text` as the input: {length: [Verdict]}."""
+    from tfdptext.export.local import ExportedPipeline
+
+    pipeline = ExportedPipeline(export_dir)
+    features = pipeline.tokenizer([text])
+    ids = features["token_ids"].numpy()
+    mask = features["padding_mask"].numpy()
+    out = {}
+    for model in pipeline.models:
+        if not model.random_words:
+            continue
+        runner = pipeline.runners[model.length]
+        feed = {"token_ids": ids[:, :model.length],
+                "padding_mask": mask[:, :model.length]}
+
+        def run(words, runner=runner, feed=feed):
+            return runner(**feed, random_words=words)[pipeline.spec.release]
+
+        out[model.length] = check_model(run, model.random_words, **kwargs)
     return out
 
 

@@ -137,6 +137,64 @@ class _RandomWordsNoise(keras.layers.Layer):
         return keras.KerasTensor(released.shape, dtype=released.dtype)
 
 
+class _CheckedPrivatizer(keras.layers.Layer):
+    """A privatization layer applied to int32 random words, its release
+    made unusable when the words fail the checks."""
+
+    def __init__(self, privatizer, **kwargs):
+        super().__init__(**kwargs)
+        self.privatizer = privatizer
+
+    def build(self, inputs_shape, words_shape=None):
+        if not self.privatizer.built:
+            self.privatizer.build(inputs_shape)
+        super().build(inputs_shape)
+
+    def call(self, inputs, words):
+        words = tf.cast(words, tf.int32)
+        shape = [int(d) for d in self.privatizer.words_shape(inputs.shape)]
+        size = int(np.prod(shape))
+        value = self.privatizer.apply(
+            inputs, tf.reshape(words[:, :size], [-1, *shape]))
+        ok = tf.reshape(words_look_random(words),
+                        [-1] + [1] * (len(value.shape) - 1))
+        if value.dtype.is_integer:
+            return tf.where(ok, value, tf.constant(INVALID_TOKEN_ID,
+                                                   value.dtype))
+        return layers_base.nan_unless(ok, value)
+
+    def compute_output_spec(self, inputs, words):
+        integer = "int" in str(inputs.dtype)
+        return keras.KerasTensor(inputs.shape,
+                                 dtype="int32" if integer else "float32")
+
+
+def secure_privatizer_model(privatizer, input_shape, input_dtype="float32",
+                            before=None):
+    """A privatization layer alone, fed like a phone model: inputs `x`
+    (batch, *input_shape) and `random_words` (int32, at least
+    MIN_RANDOM_WORDS), checked as a phone model checks them. `before`
+    (a Keras layer, e.g. MinMaxNormalize) runs on x first. For audits
+    and demonstrations without a trained user side.
+
+    Example:
+    >>> model = secure_privatizer_model(LaplaceNoise(1.0), (384,),
+    ...                                 before=MinMaxNormalize())
+    >>> model.input["random_words"].shape   # 4 words per coordinate
+    (None, 1536)
+    """
+    shape = tuple(int(d) for d in input_shape)
+    x = keras.Input(shape, dtype=input_dtype, name="x")
+    count = int(np.prod(privatizer.words_shape((None, *shape))))
+    words = keras.Input((max(count, MIN_RANDOM_WORDS),), dtype="int32",
+                        name=RANDOM_WORDS)
+    value = before(x) if before is not None else x
+    released = _CheckedPrivatizer(privatizer, name="noise_from_random_words")(
+        value, words)
+    return keras.Model({"x": x, RANDOM_WORDS: words}, released,
+                       name="privatizer")
+
+
 def words_per_example(user, split_point, max_length):
     """How many random words one example takes: what dropout, then the
     noise, need, and at least MIN_RANDOM_WORDS (0 when nothing is
