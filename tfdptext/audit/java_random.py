@@ -88,7 +88,7 @@ def laplace_noise(words, scale):
     return np.float32(scale) * (e[..., 0] - e[..., 1])
 
 
-def recover_seed(release, scale, start, stop, offset=0, screen=4,
+def recover_seed(release, scale, start, stop, offset=0, screen=8,
                  chunk=2**16, normalized=True, tolerance=1e-4):
     """Searches java.util.Random seeds in [start, stop) that explain a
     Laplace release made from their words.
@@ -123,16 +123,20 @@ def recover_seed(release, scale, start, stop, offset=0, screen=4,
         residual = release[:screen] - noise
         keep = np.all((residual >= -tolerance)
                       & (residual <= 1 + tolerance), axis=1)
-        for index in np.flatnonzero(keep):
-            words = java_words(int(candidates[index]), offset + 4 * k)
-            full = release - laplace_noise(words[offset:], scale)
-            ok = np.all((full >= -tolerance) & (full <= 1 + tolerance))
-            if normalized:
-                ok &= abs(full.min()) <= tolerance
-                ok &= abs(full.max() - 1) <= tolerance
-            if ok:
-                seeds.append(int(candidates[index]))
-                clean.append(np.clip(full, 0.0, 1.0).astype(np.float32))
+        if not keep.any():
+            continue
+        # The survivors' remaining words, all at once (the generators
+        # continue from where the screen stopped).
+        _, rest = next_ints(states[keep], 4 * (k - screen))
+        words = np.concatenate([head[keep, offset:], rest], axis=1)
+        full = release - laplace_noise(words, scale)
+        ok = np.all((full >= -tolerance) & (full <= 1 + tolerance), axis=1)
+        if normalized:
+            ok &= np.abs(full.min(axis=1)) <= tolerance
+            ok &= np.abs(full.max(axis=1) - 1) <= tolerance
+        for index in np.flatnonzero(ok):
+            seeds.append(int(candidates[keep][index]))
+            clean.append(np.clip(full[index], 0.0, 1.0).astype(np.float32))
     return seed_recovery.SeedRecovery(tuple(seeds), tuple(clean),
                                       stop - start,
                                       time.perf_counter() - began)
