@@ -65,8 +65,9 @@ def overrides(program, argv, preset):
         "tfdptext-sweep": [f"--train_args=--preset={preset}",
                            *[f"--train_args={f}" for f in FAST],
                            "--eval_args=--max_attack_examples=24"],
-        "tfdptext-audit": ["--mechanisms=laplace_vector,broken_noise_off",
-                           "--samples=20000"],
+        "tfdptext-audit": ["--word_buffers=2"] if "--random_words" in argv
+        else ["--mechanisms=laplace_vector,broken_noise_off",
+              "--samples=20000"],
         "tfdptext-binarize": ["--epochs=1", "--report_sample=100"],
         "tfdptext-privatize-corpus": tiny if "--mechanism=dchi" in argv
         else [],

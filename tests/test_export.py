@@ -428,6 +428,57 @@ def test_token_level_export_round_trip(runs, tmp_path, mode):
                                rtol=1e-5)
     _check_lengths_agree(pipeline, spec)
     _check_server_lengths(pipeline, spec)
+    _check_table_that_ships(run, out, manifest, quantized=False)
+    if mode == "token_rep":  # the int8 table (BRR's: tests/test_brr.py)
+        out8 = str(tmp_path / "export_int8")
+        manifest8 = exporter.export_run(run, out8, lengths=[8])
+        _check_table_that_ships(run, out8, manifest8, quantized=True)
+
+
+def _check_table_that_ships(run, out, manifest, quantized):
+    """The guarantee is over the table the phone model holds, read back
+    out of the .tflite: int8 exports quantize it (the record and the
+    guarantee say so, with its SHA-256), and the phone privatizes those
+    rows (token_rep: the release moves from the Keras one by exactly the
+    rows' change, the noise being the same words' noise)."""
+    import keras
+
+    from tfdptext.export import tables
+    from tfdptext.models import secure
+    from tfdptext.models import split as split_lib
+
+    user = keras.models.load_model(os.path.join(run, "user_side.keras"))
+    trained = split_lib.release_embedding_table(user)
+    path = os.path.join(out, "user", "privatizer.tflite")
+    held = tables.read_table(open(path, "rb").read(), trained.shape)
+    record = manifest["user"]["privatizer_table"]
+    assert record["sha256_float32"] == held.sha256
+    assert manifest["guarantee"]["details"]["table"] == record
+    np.testing.assert_array_equal(tables.read_export_table(out), held.values)
+    condition = manifest["guarantee"]["conditions"][-1]
+    assert held.sha256[:16] in condition
+    if not quantized:
+        assert held.dtype == "float32" and record["max_abs_change"] == 0.0
+        assert "as trained" in condition
+        return
+    assert held.dtype == "int8" and 0 < record["max_abs_change"] < 0.1
+    assert "dequantized" in manifest["guarantee"]["metric"]
+    assert "not over the trained table" in condition
+    if manifest["split_point"] != "token_representation":
+        return
+    ids = np.array([[101, 2307, 2326, 2001, 5379, 102, 0, 0]], np.int32)
+    mask = (ids != 0).astype(np.int32)
+    model = secure.secure_user_model(user, "token_representation", 8)
+    words = secure.os_random_words(
+        [1, int(model.input[secure.RANDOM_WORDS].shape[-1])])
+    keras_release = np.asarray(model({"token_ids": ids, "padding_mask": mask,
+                                      "random_words": words})
+                               ["token_embeddings"])
+    runner = Interpreter(model_path=path).get_signature_runner("length_8")
+    phone = runner(token_ids=ids, padding_mask=mask,
+                   random_words=words)["token_embeddings"]
+    np.testing.assert_allclose(phone - keras_release,
+                               held.values[ids] - trained[ids], atol=2e-4)
 
 
 def _check_lengths_agree(pipeline, spec):

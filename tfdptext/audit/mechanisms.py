@@ -21,6 +21,7 @@ import tensorflow as tf
 from tfdptext import layers
 from tfdptext.audit import auditor
 from tfdptext.audit import broken
+from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
 _CHUNK = 50000
@@ -235,7 +236,7 @@ def dchi_noise(eta=2.0, dimension=8, distance=1.0):
         name="dchi_noise", claim=guarantee.value * distance,
         unit=(f"{guarantee.unit.replace('_', ' ')} metric, "
               f"eta {guarantee.value:g} x d {distance:g}"),
-        delta=guarantee.delta,
+        delta=metric.pair_delta(guarantee, distance),
         sample=layer_sampler(layer, x, x_prime),
         statistics=_dchi_statistics(x, x_prime, eta),
         differing=(0,),
@@ -268,7 +269,7 @@ def dchi_text_to_text(eta=1.5):
         name="dchi_text_to_text", claim=guarantee.value * distance,
         unit=(f"{guarantee.unit.replace('_', ' ')} metric, "
               f"eta {guarantee.value:g} x d {distance:g}"),
-        delta=guarantee.delta,
+        delta=metric.pair_delta(guarantee, distance),
         sample=layer_sampler(layer, np.array([1], np.int32),
                              np.array([2], np.int32)),
         output=auditor.CATEGORICAL,
@@ -456,8 +457,10 @@ def tflite_sampler(tflite_bytes, feed_x, feed_x_prime, output=None,
 
 
 class _NoiseFromRandomWords(keras.layers.Layer):
-    """Applies a privatizer with uniforms made from int32 `random_words`
-    by the phone model's own conversion (`tfdptext.models.secure`)."""
+    """Applies a privatizer to int32 `random_words`, which it reads as the
+    phone model does (`tfdptext.layers.sampling`: uniforms, integers and
+    32-bit exponentials from the words). No check of the words: the
+    audit feeds os.urandom."""
 
     def __init__(self, privatizer, **kwargs):
         super().__init__(**kwargs)
@@ -469,11 +472,9 @@ class _NoiseFromRandomWords(keras.layers.Layer):
         super().build(inputs_shape)
 
     def call(self, inputs, words):
-        from tfdptext.models import secure
-
-        uniforms = secure.uniforms_from_words(words)
-        shape = (-1,) + tuple(self.privatizer.uniforms_shape(inputs.shape))
-        return self.privatizer.apply(inputs, tf.reshape(uniforms, shape))
+        shape = (-1,) + tuple(self.privatizer.words_shape(inputs.shape))
+        return self.privatizer.apply(inputs, tf.reshape(
+            tf.cast(words, tf.int32), shape))
 
     def compute_output_spec(self, inputs, words):
         integer = "int" in str(inputs.dtype)
@@ -498,8 +499,9 @@ def tflite_laplace(epsilon=1.0, dimension=4, batch=_TFLITE_BATCH,
     x and x' keep coordinates 0 and 1 at 0 and 1 (so normalisation leaves
     them unchanged) and differ in coordinate 2, 0 vs 1. With
     `use_random_words`, the noise comes from an int32 input
-    `random_words` of shape (batch, 2k), filled from os.urandom on every
-    invoke, instead of the in-graph RANDOM_UNIFORM op.
+    `random_words` of shape (batch, 4k) (two words per exponential),
+    filled from os.urandom on every invoke, instead of the in-graph
+    RANDOM_UNIFORM op.
     """
     dimension = validation.check_int("dimension", dimension, minimum=3)
     inputs = {"x": keras.Input((dimension,), name="x")}
@@ -507,7 +509,7 @@ def tflite_laplace(epsilon=1.0, dimension=4, batch=_TFLITE_BATCH,
     privatizer = layers.LaplaceNoise(epsilon=epsilon)
     if use_random_words:
         privatizer.build((None, dimension))
-        inputs["random_words"] = keras.Input((2 * dimension,),
+        inputs["random_words"] = keras.Input((4 * dimension,),
                                              dtype="int32",
                                              name="random_words")
         released = _NoiseFromRandomWords(privatizer)(
@@ -550,7 +552,7 @@ def tflite_dchi_noise(eta=2.0, dimension=8, distance=1.0,
         name="tflite_dchi_noise", claim=guarantee.value * distance,
         unit=(f"{guarantee.unit.replace('_', ' ')} metric, "
               f"eta {guarantee.value:g} x d {distance:g}"),
-        delta=guarantee.delta,
+        delta=metric.pair_delta(guarantee, distance),
         sample=tflite_sampler(_convert(model, batch),
                               {"x": _batched(x, batch)},
                               {"x": _batched(x_prime, batch)}),

@@ -70,14 +70,10 @@ class CodeRandomizedResponse(base.PrivatizationLayer):
                                               self.name)
         if not self._noisy(uniforms):
             return tf.where(valid, codes, -1)
-        if uniforms is None:
-            bits = _INTERNAL_BITS
-            u = sampling.uniform(tf.concat([tf.shape(codes), [2]], axis=0))
-        else:
-            bits = _WORD_BITS
-            u = sampling.uniform(None, tf.reshape(
-                uniforms, tf.concat([tf.shape(codes), [2]], axis=0)))
-        k = tf.cast(tf.floor(u * float(2**bits)), tf.int32)
+        shape = tf.concat([tf.shape(codes), [2]], axis=0)
+        if uniforms is not None:
+            uniforms = tf.reshape(uniforms, shape)
+        k, bits = sampling.random_integers(shape, uniforms)
         keep = k[..., 0] < self._thresholds[bits]
         other = tf.math.floormod(
             codes + 1 + tf.math.floormod(k[..., 1], self.num_codes - 1),
