@@ -12,6 +12,7 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 from tfdptext import data
+from tfdptext import errors
 from tfdptext import rundir
 from tfdptext import runfiles
 from tfdptext import serving
