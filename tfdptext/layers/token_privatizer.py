@@ -93,6 +93,17 @@ class TokenPrivatizer(base.PrivatizationLayer):
     def uniforms_shape(self, input_shape):
         return tuple(input_shape[1:]) + (self._uniforms_per_token(),)
 
+    def public_table(self):
+        """The public (vocabulary_size, width) table as numpy: what an
+        eavesdropper embeds released ids with (attack features)."""
+        return keras.ops.convert_to_numpy(getattr(self, self._table_name))
+
+    def corpus_privatizer(self, seed=None):
+        """The same mechanism off device (`tfdptext.offline`), with this
+        layer's parameters and table: noise from os.urandom, or a seeded
+        numpy generator for research (`seed`)."""
+        raise NotImplementedError
+
     def compute_output_shape(self, input_shape):
         return input_shape
 
