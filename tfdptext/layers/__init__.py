@@ -10,8 +10,11 @@ from tfdptext.layers.code_randomized_response import CodeRandomizedResponse
 from tfdptext.layers.dchi_noise import DChiNoise
 from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
 from tfdptext.layers.laplace_noise import LaplaceNoise
+from tfdptext.layers.mahalanobis_text_privatizer import \
+    MahalanobisTextPrivatizer
 from tfdptext.layers.min_max_normalize import MinMaxNormalize
 from tfdptext.layers.randomized_response import RandomizedResponse
+from tfdptext.layers.vickrey_text_privatizer import VickreyTextPrivatizer
 from tfdptext.layers.word_dropout import WordDropout
 
 __all__ = [
@@ -20,7 +23,9 @@ __all__ = [
     "DChiNoise",
     "DChiTextPrivatizer",
     "LaplaceNoise",
+    "MahalanobisTextPrivatizer",
     "MinMaxNormalize",
     "RandomizedResponse",
+    "VickreyTextPrivatizer",
     "WordDropout",
 ]

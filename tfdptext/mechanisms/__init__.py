@@ -19,6 +19,7 @@ Example:
 from tfdptext.errors import ArgumentError
 from tfdptext.mechanisms import brr
 from tfdptext.mechanisms import dchi
+from tfdptext.mechanisms import mahalanobis
 from tfdptext.mechanisms.spec import CODES
 from tfdptext.mechanisms.spec import EMBEDDINGS
 from tfdptext.mechanisms.spec import Option
@@ -30,6 +31,9 @@ from tfdptext.mechanisms.spec import TextMechanism
 REGISTRY = {entry.name: entry for entry in (
     dchi.SPEC,
     brr.SPEC,
+    mahalanobis.MAHALANOBIS,
+    mahalanobis.VICKREY_DCHI,
+    mahalanobis.VICKREY_MAHALANOBIS,
 )}
 
 

@@ -8,6 +8,12 @@ workstation, with noise from os.urandom by default:
   neighbour (`tfdptext.offline.dchi`).
 - `BRRCorpusPrivatizer`: per-bit randomized response on binary codes,
   Hamming nearest neighbour, exact or approximate (`tfdptext.offline.brr`).
+- `MahalanobisCorpusPrivatizer`, `VickreyCorpusPrivatizer`: elliptical
+  noise (Xu et al. 2020) and the Vickrey choice between the two nearest
+  tokens (Xu et al. 2021).
+
+Each is the offline twin of a `tfdptext.layers` text privatizer, sharing
+its math (`tfdptext.substitution`); `tfdptext.mechanisms` names them all.
 
 `tfdptext.offline.categorical.randomized_response` is m-ary randomized
 response on integers (codes, training labels) with the layer's integer
@@ -20,6 +26,10 @@ from tfdptext.offline.dchi import dchi_noise
 from tfdptext.offline.dchi import os_gamma
 from tfdptext.offline.dchi import pq_subspaces
 from tfdptext.offline.dchi import os_uniforms
+from tfdptext.offline.mahalanobis import MahalanobisCorpusPrivatizer
+from tfdptext.offline.vickrey import VickreyCorpusPrivatizer
 
-__all__ = ["BRRCorpusPrivatizer", "DChiCorpusPrivatizer", "dchi_noise",
+__all__ = ["BRRCorpusPrivatizer", "DChiCorpusPrivatizer",
+           "MahalanobisCorpusPrivatizer", "VickreyCorpusPrivatizer",
+           "dchi_noise",
            "os_gamma", "os_uniforms", "pq_subspaces"]

@@ -1,0 +1,126 @@
+"""The guarantees of the word-substitution mechanisms beyond d_chi and BRR.
+
+Each function returns a `Guarantee` with its unit (per token: every token
+of a text is privatized independently, and the bounds of the tokens of two
+equal-length texts add), its metric (the distance between two tokens in
+which the bound grows; an extended metric, infinite between tokens the
+mechanism does not protect from each other, where it has such pairs), and
+what composes. Metric noise (Mahalanobis, Vickrey) is stated for the
+real-valued mechanism with its float sampling as a condition, as d_chi is
+(`tfdptext.privacy.metric`); the exponential mechanisms state the delta of
+their float sampler (`tfdptext.privacy.exponential`) or, sampled from
+integer thresholds, the exact epsilon of what runs.
+
+Pure Python.
+"""
+
+import math
+
+from tfdptext.privacy import exponential
+from tfdptext.privacy import guarantee as guarantee_lib
+from tfdptext.privacy import metric
+from tfdptext.privacy import validation
+
+TEXT_TO_TEXT_CONDITION = (
+    "special tokens ([PAD] [CLS] [SEP] [MASK] [UNK] [unused*]) are never "
+    "output; [UNK] and every other input token are privatized alike; the "
+    "structural tokens [CLS], [SEP] and [PAD] are released unchanged, so "
+    "the token count (length) is released")
+
+PER_TOKEN_COMPOSITION = (
+    "a sequence of tokens, each privatized independently: the bounds of "
+    "the tokens of two equal-length texts add (sum over positions of "
+    "value * d(x_i, x'_i)); m releases of the same input add their bounds")
+
+
+def mahalanobis_guarantee(eta, lam, dimension, description,
+                          sampling=metric.FLOAT32_SAMPLING, name=None,
+                          extra_conditions=()):
+    """Mahalanobis text-to-text (Xu et al. 2020): eta * d_R metric DP per
+    token, d_R(x, x') = ||Sigma_lambda^{-1/2} (phi(x) - phi(x'))||.
+
+    Example:
+    >>> g = mahalanobis_guarantee(10.0, 0.2, 300, "GloVe")
+    >>> g.unit, g.parameter
+    ('per_token', 'eta')
+    """
+    eta = validation.check_positive("eta", eta)
+    dimension = validation.check_int("dimension", dimension)
+    return guarantee_lib.Guarantee(
+        mechanism=name or "mahalanobis_text_to_text",
+        parameter="eta",
+        value=eta,
+        unit=guarantee_lib.PER_TOKEN,
+        metric=(f"regularized Mahalanobis distance ||Sigma_lambda^(-1/2) "
+                f"(phi(x) - phi(x'))|| over {description}, Sigma_lambda = "
+                f"{lam:g} Sigma + {1.0 - lam:g} I, Sigma their covariance "
+                "scaled to trace n"),
+        composition=PER_TOKEN_COMPOSITION,
+        conditions=(
+            "noise z = Sigma_lambda^(1/2) r p, r ~ Gamma(n, 1/eta), p "
+            "uniform on the sphere: density ~ exp(-eta ||Sigma_lambda^(-1/2)"
+            " z||) (Xu et al. 2020); output = the candidate token nearest "
+            "to phi(x) + z in Euclidean distance (post-processing)",
+            sampling, TEXT_TO_TEXT_CONDITION, *extra_conditions),
+        details={"lambda": lam, "dimension": dimension,
+                 "mean_radius": dimension / eta},
+    )
+
+
+def vickrey_guarantee(base, t):
+    """The underlying noise's guarantee, with the Vickrey choice (Xu et
+    al. 2021) as post-processing."""
+    from dataclasses import replace
+
+    mechanism = base.mechanism.replace("_text_to_text", "")
+    return replace(
+        base, mechanism=f"vickrey_{mechanism}_text_to_text",
+        conditions=base.conditions + (
+            f"Vickrey choice (Xu et al. 2021), threshold t = {t:g}: the "
+            "nearest token w1 with probability (1 - t) d2 / (t d1 + (1 - t) "
+            "d2), else the second nearest w2, d1 <= d2 their distances to "
+            "the noisy vector: post-processing of it, so the bound is the "
+            "noise's",),
+        details={**base.details, "t": t})
+
+
+def race_guarantee(mechanism, epsilon, metric_text, num_candidates,
+                   precision, two_stage, conditions=(), details=None,
+                   composition=PER_TOKEN_COMPOSITION):
+    """An exponential mechanism sampled by the exponential race:
+    epsilon * d metric DP per token with the race's delta at a pair
+    log-ratio of 1 (`tfdptext.privacy.exponential`)."""
+    epsilon = validation.check_positive("epsilon", epsilon)
+    if two_stage:
+        tv = exponential.two_stage_total_variation(num_candidates, precision)
+        sampler = "a two-stage exponential race"
+    else:
+        tv = exponential.race_total_variation(num_candidates, precision)
+        sampler = "an exponential race"
+    return guarantee_lib.Guarantee(
+        mechanism=mechanism,
+        parameter="epsilon",
+        value=epsilon,
+        unit=guarantee_lib.PER_TOKEN,
+        metric=metric_text,
+        delta=exponential.hockey_stick_delta(tv, 1.0),
+        composition=composition,
+        conditions=(*conditions,
+                    exponential.race_condition(tv, precision, sampler),
+                    TEXT_TO_TEXT_CONDITION),
+        details={**(details or {}), "sampler_total_variation": tv,
+                 "precision": precision.name,
+                 "num_candidates": num_candidates},
+    )
+
+
+def pair_delta(guarantee, log_ratio):
+    """The delta a guarantee from `race_guarantee` gives a pair of inputs
+    whose exact log-ratio bound is `log_ratio` (0 without a sampler
+    delta)."""
+    tv = guarantee.details.get("sampler_total_variation")
+    if tv is None:
+        return guarantee.delta
+    if math.isinf(log_ratio):
+        return 1.0
+    return exponential.hockey_stick_delta(tv, log_ratio)
