@@ -14,6 +14,8 @@ from tfdptext.layers.mahalanobis_text_privatizer import \
     MahalanobisTextPrivatizer
 from tfdptext.layers.min_max_normalize import MinMaxNormalize
 from tfdptext.layers.randomized_response import RandomizedResponse
+from tfdptext.layers.santext_text_privatizer import SanTextTextPrivatizer
+from tfdptext.layers.tem_text_privatizer import TEMTextPrivatizer
 from tfdptext.layers.vickrey_text_privatizer import VickreyTextPrivatizer
 from tfdptext.layers.word_dropout import WordDropout
 
@@ -26,6 +28,8 @@ __all__ = [
     "MahalanobisTextPrivatizer",
     "MinMaxNormalize",
     "RandomizedResponse",
+    "SanTextTextPrivatizer",
+    "TEMTextPrivatizer",
     "VickreyTextPrivatizer",
     "WordDropout",
 ]

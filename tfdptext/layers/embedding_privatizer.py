@@ -91,6 +91,8 @@ class EmbeddingTextPrivatizer(token_privatizer.TokenPrivatizer):
                 distance[:, 1])
 
     def public_table(self):
+        if self._host_table is not None:  # not built yet
+            return np.asarray(self._host_table)
         return keras.ops.convert_to_numpy(self.embeddings)
 
     def get_config(self):

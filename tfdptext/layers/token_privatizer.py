@@ -79,10 +79,15 @@ class TokenPrivatizer(base.PrivatizationLayer):
         rows = tf.gather(getattr(self, self._table_name), flat)
         if uniforms is not None:
             uniforms = tf.reshape(uniforms, [-1, self._uniforms_per_token()])
-        private = self._private_tokens(rows, uniforms)
+        private = self._privatize_ids(flat, rows, uniforms)
         keep = tf.gather(tf.constant(self._is_passthrough), flat)
         private = tf.where(keep, flat, private)
         return tf.where(valid, tf.reshape(private, tf.shape(token_ids)), -1)
+
+    def _privatize_ids(self, ids, rows, uniforms):
+        """Private ids for the (N,) input `ids`, whose table rows are
+        `rows`; by default a function of the rows (`_private_tokens`)."""
+        return self._private_tokens(rows, uniforms)
 
     def _private_tokens(self, rows, uniforms):
         raise NotImplementedError
@@ -96,6 +101,8 @@ class TokenPrivatizer(base.PrivatizationLayer):
     def public_table(self):
         """The public (vocabulary_size, width) table as numpy: what an
         eavesdropper embeds released ids with (attack features)."""
+        if self._initial_table is not None:  # not built yet
+            return np.asarray(self._initial_table)
         return keras.ops.convert_to_numpy(getattr(self, self._table_name))
 
     def corpus_privatizer(self, seed=None):

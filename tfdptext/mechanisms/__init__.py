@@ -19,6 +19,7 @@ Example:
 from tfdptext.errors import ArgumentError
 from tfdptext.mechanisms import brr
 from tfdptext.mechanisms import dchi
+from tfdptext.mechanisms import exponential
 from tfdptext.mechanisms import mahalanobis
 from tfdptext.mechanisms.spec import CODES
 from tfdptext.mechanisms.spec import EMBEDDINGS
@@ -34,6 +35,9 @@ REGISTRY = {entry.name: entry for entry in (
     mahalanobis.MAHALANOBIS,
     mahalanobis.VICKREY_DCHI,
     mahalanobis.VICKREY_MAHALANOBIS,
+    exponential.TEM,
+    exponential.SANTEXT,
+    exponential.SANTEXT_PLUS,
 )}
 
 

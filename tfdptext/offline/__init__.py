@@ -11,6 +11,9 @@ workstation, with noise from os.urandom by default:
 - `MahalanobisCorpusPrivatizer`, `VickreyCorpusPrivatizer`: elliptical
   noise (Xu et al. 2020) and the Vickrey choice between the two nearest
   tokens (Xu et al. 2021).
+- `SanTextCorpusPrivatizer`, `TEMCorpusPrivatizer`: exponential
+  mechanisms over the whole vocabulary (Yue et al. 2021; Carvalho et al.
+  2023), sampled by the two-stage exponential race.
 
 Each is the offline twin of a `tfdptext.layers` text privatizer, sharing
 its math (`tfdptext.substitution`); `tfdptext.mechanisms` names them all.
@@ -27,9 +30,12 @@ from tfdptext.offline.dchi import os_gamma
 from tfdptext.offline.dchi import pq_subspaces
 from tfdptext.offline.dchi import os_uniforms
 from tfdptext.offline.mahalanobis import MahalanobisCorpusPrivatizer
+from tfdptext.offline.santext import SanTextCorpusPrivatizer
+from tfdptext.offline.tem import TEMCorpusPrivatizer
 from tfdptext.offline.vickrey import VickreyCorpusPrivatizer
 
 __all__ = ["BRRCorpusPrivatizer", "DChiCorpusPrivatizer",
-           "MahalanobisCorpusPrivatizer", "VickreyCorpusPrivatizer",
+           "MahalanobisCorpusPrivatizer", "SanTextCorpusPrivatizer",
+           "TEMCorpusPrivatizer", "VickreyCorpusPrivatizer",
            "dchi_noise",
            "os_gamma", "os_uniforms", "pq_subspaces"]

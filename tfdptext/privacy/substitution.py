@@ -124,3 +124,51 @@ def pair_delta(guarantee, log_ratio):
     if math.isinf(log_ratio):
         return 1.0
     return exponential.hockey_stick_delta(tv, log_ratio)
+
+
+def santext_guarantee(epsilon, description, num_candidates, precision,
+                      two_stage=True, sensitive_count=None, keep=None):
+    """SanText (Yue et al. 2021): eps * d metric DP per token over all
+    candidates; SanText+ (`sensitive_count` given): eps * d between two
+    sensitive words, infinite for any pair with a non-sensitive word
+    (released unchanged with probability `keep`)."""
+    conditions = ["exponential mechanism P(y | x) ~ exp(-eps d(x, y) / 2) "
+                  "over the candidates (Yue et al. 2021)"]
+    details = {}
+    if sensitive_count is None:
+        name = "santext_text_to_text"
+        metric_text = f"Euclidean distance between {description}"
+    else:
+        name = "santext_plus_text_to_text"
+        metric_text = (f"Euclidean distance between {description} for two "
+                       "sensitive words; infinite when either word is not "
+                       "sensitive (no protection)")
+        conditions.append(
+            f"SanText+: outputs are the {sensitive_count} sensitive words "
+            "only; a non-sensitive input is released unchanged with "
+            f"probability {keep:.6g} (an integer threshold on 23 bits), "
+            "else sanitized like a sensitive one: a released non-sensitive "
+            "word is the input itself")
+        details = {"sensitive_count": sensitive_count,
+                   "keep_probability": keep}
+    return race_guarantee(name, epsilon, metric_text, num_candidates,
+                          precision, two_stage, conditions, details)
+
+
+def tem_guarantee(epsilon, gamma, description, num_candidates, precision,
+                  two_stage=True, beta=None):
+    """TEM (Carvalho et al. 2023): eps * min(d, gamma) metric DP per token
+    (so at most eps * gamma for any pair)."""
+    gamma = validation.check_positive("gamma", gamma)
+    return race_guarantee(
+        "tem_text_to_text", epsilon,
+        f"min(Euclidean distance between {description}, gamma = "
+        f"{gamma:.6g}) (truncated: any two words at most gamma)",
+        num_candidates, precision, two_stage,
+        conditions=(
+            "truncated exponential mechanism P(y | x) ~ exp(-eps "
+            "min(d(x, y), gamma) / 2) over the candidates: the distribution "
+            "of TEM's selection over L_x = {y: d(x, y) <= gamma} plus a "
+            "uniform word outside L_x (Carvalho et al. 2023)",),
+        details={"gamma": gamma, "beta": beta,
+                 "any_pair_epsilon": epsilon * gamma})

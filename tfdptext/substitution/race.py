@@ -86,7 +86,8 @@ def two_stage_uniforms(num_candidates):
 
 def block_log_weights(log_weights, backend):
     """(..., blocks, size) log-weights (padded with -inf) and the
-    (..., blocks) log-sum-exp of each block (-inf for an empty block)."""
+    (..., blocks) log-sum-exp of each block (-inf for an empty block): the
+    tables of `two_stage_draw`, a function of the input alone."""
     n = int(log_weights.shape[-1])
     blocks, size = two_stage_sizes(n)
     padded = backend.pad_last(log_weights, blocks * size - n, -math.inf)
@@ -97,17 +98,29 @@ def block_log_weights(log_weights, backend):
     return grouped, safe[..., 0] + backend.log(total)
 
 
-def two_stage_race(log_weights, uniforms, backend):
-    """The winner of each row of (N, n) log-weights, as `race`, from
-    `two_stage_uniforms(n)` uniforms per row: the blocks race with their
-    log-sum-exp weights, then the winning block's candidates."""
-    n = int(log_weights.shape[-1])
-    blocks, size = two_stage_sizes(n)
-    grouped, block_weights = block_log_weights(log_weights, backend)
+def two_stage_draw(grouped, block_weights, uniforms, backend, rows=None):
+    """One draw per row of `uniforms` from the tables of
+    `block_log_weights`: the blocks race with their log-sum-exp weights,
+    then the winning block's candidates. `rows` (numpy only) maps each
+    draw to its table row, so that tables computed once per distinct
+    input serve all its tokens."""
+    blocks, size = int(grouped.shape[-2]), int(grouped.shape[-1])
+    if rows is not None:
+        block_weights = block_weights[rows]
     block = race(block_weights, uniforms[..., :blocks], backend)
-    inner = backend.gather_rows(grouped, block)
+    if rows is None:
+        inner = backend.gather_rows(grouped, block)
+    else:
+        inner = grouped[rows, block]
     within = race(inner, uniforms[..., blocks:blocks + size], backend)
     return block * size + within
+
+
+def two_stage_race(log_weights, uniforms, backend):
+    """The winner of each row of (N, n) log-weights, as `race`, from
+    `two_stage_uniforms(n)` uniforms per row."""
+    grouped, block_weights = block_log_weights(log_weights, backend)
+    return two_stage_draw(grouped, block_weights, uniforms, backend)
 
 
 def numpy_uniforms(shape, rng=None, bits=52):
