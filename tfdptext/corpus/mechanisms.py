@@ -217,7 +217,7 @@ def _build(entry, config):
                        f"words x {8 * packed.shape[1]} bits)")
         settings = text_mechanisms.Settings(
             value, options, codes.bits, codes.special_token_ids, (),
-            description)
+            description, tuple(codes.words))
         embedding = {
             "description": description, "source": config.codes,
             "shape": [packed.shape[0], 8 * packed.shape[1]],
@@ -243,7 +243,7 @@ def _build(entry, config):
             source = f"preset {preset}"
         settings = text_mechanisms.Settings(
             value, options, table, tokenizer.special_token_ids, (),
-            description)
+            description, tuple(tokenizer.vocabulary))
         embedding = _table_record(table, description, source)
         codec = codecs.WordPieceCodec(tokenizer)
     privatizer = entry.offline(settings, seed=None)

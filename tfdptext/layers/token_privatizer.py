@@ -24,17 +24,19 @@ class TokenPrivatizer(base.PrivatizationLayer):
     (an unusable release the server refuses). Not used directly.
 
     Args:
-        table: the (vocabulary_size, width) float32 table, or None when
-            `vocabulary_size` and `width` are given (the weights are then
-            loaded later, e.g. by `keras.saving`).
+        table: the (vocabulary_size, width) table (float32, or
+            `table_dtype`), or None when `vocabulary_size` and `width` are
+            given (the weights are then loaded later, e.g. by
+            `keras.saving`).
         table_name: the weight's name (and the attribute holding it).
         special_token_ids, passthrough_token_ids: see above.
     """
 
     def __init__(self, table, vocabulary_size, width, table_name,
                  special_token_ids=(), passthrough_token_ids=(),
-                 noise=True, **kwargs):
+                 noise=True, table_dtype="float32", **kwargs):
         super().__init__(noise=noise, **kwargs)
+        self._table_dtype = table_dtype
         self._initial_table = table
         self.vocabulary_size = validation.check_int(
             "vocabulary_size", vocabulary_size, minimum=2)
@@ -60,7 +62,8 @@ class TokenPrivatizer(base.PrivatizationLayer):
             lambda shape, dtype=None: tf.constant(table, dtype=dtype))
         setattr(self, self._table_name, self.add_weight(
             name=self._table_name, shape=(self.vocabulary_size, self._width),
-            initializer=initializer, trainable=False))
+            initializer=initializer, trainable=False,
+            dtype=self._table_dtype))
         self._initial_table = None
         super().build(input_shape)
 

@@ -18,6 +18,7 @@ Example:
 
 from tfdptext.errors import ArgumentError
 from tfdptext.mechanisms import brr
+from tfdptext.mechanisms import custext
 from tfdptext.mechanisms import dchi
 from tfdptext.mechanisms import exponential
 from tfdptext.mechanisms import mahalanobis
@@ -38,6 +39,8 @@ REGISTRY = {entry.name: entry for entry in (
     exponential.TEM,
     exponential.SANTEXT,
     exponential.SANTEXT_PLUS,
+    custext.CUSTEXT,
+    custext.CUSTEXT_PLUS,
 )}
 
 

@@ -63,6 +63,8 @@ class Settings:
         special_token_ids: never output.
         passthrough_token_ids: released unchanged.
         description: what the table is, for the guarantee.
+        vocabulary: the table's tokens (strings, in row order), for
+            options that name words; None when unknown.
     """
 
     value: float
@@ -71,6 +73,7 @@ class Settings:
     special_token_ids: tuple = ()
     passthrough_token_ids: tuple = ()
     description: str = "the token embedding table"
+    vocabulary: tuple | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,6 +14,8 @@ workstation, with noise from os.urandom by default:
 - `SanTextCorpusPrivatizer`, `TEMCorpusPrivatizer`: exponential
   mechanisms over the whole vocabulary (Yue et al. 2021; Carvalho et al.
   2023), sampled by the two-stage exponential race.
+- `CusTextCorpusPrivatizer`: customized output sets (Chen et al. 2023),
+  sampled exactly from integer thresholds.
 
 Each is the offline twin of a `tfdptext.layers` text privatizer, sharing
 its math (`tfdptext.substitution`); `tfdptext.mechanisms` names them all.
@@ -24,6 +26,7 @@ arithmetic.
 """
 
 from tfdptext.offline.brr import BRRCorpusPrivatizer
+from tfdptext.offline.custext import CusTextCorpusPrivatizer
 from tfdptext.offline.dchi import DChiCorpusPrivatizer
 from tfdptext.offline.dchi import dchi_noise
 from tfdptext.offline.dchi import os_gamma
@@ -34,7 +37,8 @@ from tfdptext.offline.santext import SanTextCorpusPrivatizer
 from tfdptext.offline.tem import TEMCorpusPrivatizer
 from tfdptext.offline.vickrey import VickreyCorpusPrivatizer
 
-__all__ = ["BRRCorpusPrivatizer", "DChiCorpusPrivatizer",
+__all__ = ["BRRCorpusPrivatizer", "CusTextCorpusPrivatizer",
+           "DChiCorpusPrivatizer",
            "MahalanobisCorpusPrivatizer", "SanTextCorpusPrivatizer",
            "TEMCorpusPrivatizer", "VickreyCorpusPrivatizer",
            "dchi_noise",

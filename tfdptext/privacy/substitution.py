@@ -172,3 +172,39 @@ def tem_guarantee(epsilon, gamma, description, num_candidates, precision,
             "uniform word outside L_x (Carvalho et al. 2023)",),
         details={"gamma": gamma, "beta": beta,
                  "any_pair_epsilon": epsilon * gamma})
+
+
+def custext_guarantee(epsilon, implemented, top_k, description,
+                      kept_count=0):
+    """CusText (Chen et al. 2023): epsilon-LDP between any two words of
+    the same output set, the exact epsilon of the integer sampler; none
+    across sets or for kept words (CusText+)."""
+    epsilon = validation.check_positive("epsilon", epsilon)
+    conditions = [
+        f"output sets of {top_k} near words of {description} partition the "
+        "vocabulary (Chen et al. 2023's conservative mapping, in table "
+        "order); P(y | x) ~ exp(eps u(x, y) / 2), u the min-max normalised "
+        "negative distance within the set",
+        f"sampled exactly: integer counts out of 2^{23} (each output at "
+        "least 1) compared with one 23-bit integer; the stated epsilon is "
+        "the largest log-ratio of those counts, rounded up (requested "
+        f"{epsilon:g})"]
+    name = "custext_text_to_text"
+    if kept_count:
+        name = "custext_plus_text_to_text"
+        conditions.append(
+            f"CusText+: {kept_count} words (stopwords) are released "
+            "unchanged: no protection for them")
+    return guarantee_lib.Guarantee(
+        mechanism=name,
+        parameter="epsilon",
+        value=implemented,
+        unit=guarantee_lib.PER_TOKEN,
+        metric=("1 between two words of the same output set, infinite "
+                "between words of different sets"
+                + (" or a kept word" if kept_count else "")),
+        composition=PER_TOKEN_COMPOSITION,
+        conditions=(*conditions, TEXT_TO_TEXT_CONDITION),
+        details={"requested_epsilon": epsilon, "top_k": top_k,
+                 "kept_words": kept_count},
+    )

@@ -127,7 +127,7 @@ def text_settings(entry, config, backbone, tokenizer):
         options=entry.parse_options(config.mechanism_options), table=table,
         special_token_ids=tokenizer.special_token_ids,
         passthrough_token_ids=tokenizer.passthrough_token_ids,
-        description=description)
+        description=description, vocabulary=tuple(tokenizer.vocabulary))
 
 
 def adv_output_name(attribute):
