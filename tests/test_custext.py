@@ -130,7 +130,12 @@ def test_guarantee_and_pair_bounds():
     assert g.value == layer.implemented_epsilon <= EPSILON + 1e-6
     assert g.delta == 0.0 and g.details["requested_epsilon"] == EPSILON
     assert "infinite between words of different sets" in g.metric
-    assert layer.pair_bound(1, 3) == (layer.implemented_epsilon, 0.0)
+    sets = reference_sets(TABLE, range(1, V), TOP_K)
+    exact = max(abs(math.log(closed_form(1, sets)[y]
+                             / closed_form(3, sets)[y])) for y in sets[1])
+    bound, delta = layer.pair_bound(1, 3)
+    assert delta == 0.0 and bound <= layer.implemented_epsilon
+    assert abs(bound - exact) < 1e-4
     assert layer.pair_bound(1, 5)[0] == math.inf  # different sets
     assert layer.pair_bound(1, 2)[0] == math.inf  # a kept word
     assert layer.corpus_privatizer().guarantee().randomness == "os_entropy"

@@ -112,3 +112,15 @@ def test_registry_imports_without_tensorflow():
     result = subprocess.run([sys.executable, "-c", code],
                             capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr[-2000:]
+
+
+def test_every_audited_entry_has_a_correct_and_a_broken_audit_row():
+    from tfdptext.audit import mechanisms as audit_mechanisms
+
+    audited = [n for n, e in mechanisms.REGISTRY.items() if e.audit]
+    assert set(audited) == set(mechanisms.names()) - {"dchi", "brr"}
+    for name in audited:
+        assert f"{name}_text_to_text" in audit_mechanisms.MECHANISMS
+        assert f"broken_{name}" in audit_mechanisms.BROKEN_MECHANISMS
+    # d_chi keeps its own row; BRR is audited bit by bit.
+    assert "dchi_text_to_text" in audit_mechanisms.MECHANISMS

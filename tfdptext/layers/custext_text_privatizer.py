@@ -115,8 +115,9 @@ class CusTextTextPrivatizer(token_privatizer.TokenPrivatizer):
         return keras.ops.convert_to_numpy(self.sets)
 
     def pair_bound(self, token_a, token_b):
-        """(log-ratio bound, delta) for two input ids: the implemented
-        epsilon within a set, infinite across sets or for kept words."""
+        """(log-ratio bound, delta) for two input ids: the exact largest
+        log-ratio of their implemented counts (at most the guarantee's
+        epsilon) within a set, infinite across sets or for kept words."""
         table = self.sets_table()
         if token_a == token_b:
             return 0.0, 0.0
@@ -124,7 +125,9 @@ class CusTextTextPrivatizer(token_privatizer.TokenPrivatizer):
                 tuple(table[token_a, :self.top_k]) != \
                 tuple(table[token_b, :self.top_k]):
             return float("inf"), 0.0
-        return self.implemented_epsilon, 0.0
+        pair = table[[token_a, token_b]]
+        return custext.implemented_epsilon(pair[:, :self.top_k],
+                                           pair[:, self.top_k:]), 0.0
 
     def _guarantee(self):
         return guarantees.custext_guarantee(

@@ -38,5 +38,4 @@ SPEC = spec.TextMechanism(
     summary="binary randomized response on the token's code, nearest "
     "code in Hamming distance",
     reference="Carvalho, Vasiloudis, Feyisetan, arXiv:2107.07923, 2021",
-    parameter="epsilon", table=spec.CODES, layer=layer, offline=offline,
-    audit="tfdptext.audit.mechanisms:randomized_response_all_bits")
+    parameter="epsilon", table=spec.CODES, layer=layer, offline=offline)

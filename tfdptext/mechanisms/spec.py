@@ -17,7 +17,8 @@ programs need, so that a new mechanism is one entry plus its math:
   layer (tfdptext.layers) and offline privatizer (tfdptext.offline),
   built from one `Settings`; both import lazily, so that the registry is
   pure Python (the programs' --help reads it without TensorFlow);
-- `audit`: the dotted name of its `tfdptext.audit.mechanisms` setup.
+- `audit`: how `tfdptext-audit` runs it on a toy table, and the broken
+  variant the audit must refute (`AuditSetting`).
 """
 
 import dataclasses
@@ -77,6 +78,27 @@ class Settings:
 
 
 @dataclasses.dataclass(frozen=True)
+class AuditSetting:
+    """How `tfdptext-audit` runs an entry on its toy table
+    (`tfdptext.audit.mechanisms.text_audit_table`).
+
+    Args:
+        value: the privacy parameter (a claim of about 1 to 2 nats for the
+            pair, so that the audit can approach it).
+        options: the options, as name=value strings.
+        pair: the two neighbouring input ids.
+        broken: "module:function" building a deliberately broken layer
+            (from the same `Settings`) that claims the correct one's
+            bound; the audit must refute it.
+    """
+
+    value: float
+    options: tuple = ()
+    pair: tuple = (1, 2)
+    broken: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class TextMechanism:
     """One registry entry (see the module docstring)."""
 
@@ -88,7 +110,7 @@ class TextMechanism:
     layer: Callable
     offline: Callable
     options: tuple = ()
-    audit: str | None = None
+    audit: AuditSetting | None = None
     check_value: Callable = None
 
     def __post_init__(self):

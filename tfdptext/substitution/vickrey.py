@@ -14,10 +14,9 @@ else w2, for a threshold t in [0, 1]: t = 0 is the nearest token (the
 underlying mechanism), t = 1/2 gives p1 = d2 / (d1 + d2), t = 1 always the
 second. The choice depends only on the noisy vector and fresh randomness,
 so it is post-processing: the guarantee is the underlying noise's. (A
-variant that never outputs the input word itself, as mldp-text's
+variant that skips the input word when it is the nearest, as mldp-text's
 VickreyMechanism does, is not post-processing: its output depends on the
-input beyond the noisy vector, and the input word's probability is 0 for
-the input and positive for its neighbours: no metric-DP bound.)
+input beyond the noisy vector, so the noise's proof does not cover it.)
 
 The comparison u < p1 is in floating point; as post-processing it cannot
 weaken the guarantee, it only rounds p1 (by at most 2^-23 in float32).
