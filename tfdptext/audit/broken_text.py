@@ -126,3 +126,30 @@ def custext_per_word_sets(settings):
     return _CusTextPerWordSets(settings.value, settings.table,
                                settings.options["top_k"],
                                **_common(settings))
+
+
+class _TruncatedGumbelWithoutInput(layers.TruncatedGumbelTextPrivatizer):
+    """Takes the K nearest words other than the input (a k-NN search that
+    drops the query): the input is never released, which a neighbour
+    releases often."""
+
+    def _private_tokens(self, rows, uniforms):
+        from tfdptext.substitution import truncated_gumbel as tg
+
+        k = self.max_candidates - 1
+        u = tf.random.uniform([tf.shape(rows)[0], 1 + k])
+        top = tf.math.top_k(-self.squared_distances(rows), k=k + 1)
+        distances = tf.sqrt(tf.maximum(-top.values[:, 1:], 0.0))
+        sizes = tf.minimum(tg.draw_sizes(u[:, 0], self._thresholds,
+                                         backend.TENSORFLOW), k)
+        noise = tg.truncated_gumbel(u[:, 1:], self.scale, self.max_distance,
+                                    backend.TENSORFLOW)
+        position = tg.select(distances, sizes, noise, backend.TENSORFLOW)
+        return tf.gather(top.indices[:, 1:], position, batch_dims=1)
+
+
+def truncated_gumbel_without_input(settings):
+    return _TruncatedGumbelWithoutInput(
+        settings.value, settings.table, scale=settings.options["scale"],
+        max_candidates=settings.options["max_candidates"],
+        **_common(settings))

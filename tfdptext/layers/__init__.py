@@ -17,6 +17,8 @@ from tfdptext.layers.min_max_normalize import MinMaxNormalize
 from tfdptext.layers.randomized_response import RandomizedResponse
 from tfdptext.layers.santext_text_privatizer import SanTextTextPrivatizer
 from tfdptext.layers.tem_text_privatizer import TEMTextPrivatizer
+from tfdptext.layers.truncated_gumbel_text_privatizer import \
+    TruncatedGumbelTextPrivatizer
 from tfdptext.layers.vickrey_text_privatizer import VickreyTextPrivatizer
 from tfdptext.layers.word_dropout import WordDropout
 
@@ -32,6 +34,7 @@ __all__ = [
     "RandomizedResponse",
     "SanTextTextPrivatizer",
     "TEMTextPrivatizer",
+    "TruncatedGumbelTextPrivatizer",
     "VickreyTextPrivatizer",
     "WordDropout",
 ]

@@ -22,6 +22,7 @@ from tfdptext.mechanisms import custext
 from tfdptext.mechanisms import dchi
 from tfdptext.mechanisms import exponential
 from tfdptext.mechanisms import mahalanobis
+from tfdptext.mechanisms import truncated_gumbel
 from tfdptext.mechanisms.spec import CODES
 from tfdptext.mechanisms.spec import EMBEDDINGS
 from tfdptext.mechanisms.spec import Option
@@ -41,6 +42,7 @@ REGISTRY = {entry.name: entry for entry in (
     exponential.SANTEXT_PLUS,
     custext.CUSTEXT,
     custext.CUSTEXT_PLUS,
+    truncated_gumbel.TRUNCATED_GUMBEL,
 )}
 
 

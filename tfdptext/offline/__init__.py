@@ -16,6 +16,8 @@ workstation, with noise from os.urandom by default:
   2023), sampled by the two-stage exponential race.
 - `CusTextCorpusPrivatizer`: customized output sets (Chen et al. 2023),
   sampled exactly from integer thresholds.
+- `TruncatedGumbelCorpusPrivatizer`: report-noisy-min over a Poisson
+  number of nearest words (Carvalho et al. 2021).
 
 Each is the offline twin of a `tfdptext.layers` text privatizer, sharing
 its math (`tfdptext.substitution`); `tfdptext.mechanisms` names them all.
@@ -35,11 +37,14 @@ from tfdptext.offline.dchi import os_uniforms
 from tfdptext.offline.mahalanobis import MahalanobisCorpusPrivatizer
 from tfdptext.offline.santext import SanTextCorpusPrivatizer
 from tfdptext.offline.tem import TEMCorpusPrivatizer
+from tfdptext.offline.truncated_gumbel import \
+    TruncatedGumbelCorpusPrivatizer
 from tfdptext.offline.vickrey import VickreyCorpusPrivatizer
 
 __all__ = ["BRRCorpusPrivatizer", "CusTextCorpusPrivatizer",
            "DChiCorpusPrivatizer",
            "MahalanobisCorpusPrivatizer", "SanTextCorpusPrivatizer",
-           "TEMCorpusPrivatizer", "VickreyCorpusPrivatizer",
+           "TEMCorpusPrivatizer", "TruncatedGumbelCorpusPrivatizer",
+           "VickreyCorpusPrivatizer",
            "dchi_noise",
            "os_gamma", "os_uniforms", "pq_subspaces"]
