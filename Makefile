@@ -10,7 +10,8 @@ export KERAS_BACKEND := tensorflow
 export TF_CPP_MIN_LOG_LEVEL := 2
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench clean bazel-test mldp-venv
+.PHONY: install demo test test-fast bench clean bazel-test mldp-venv \
+	pantera-venv diffractor-venv
 
 install: $(STAMP)
 
@@ -68,6 +69,31 @@ $(MLDP_VENV)/.installed:
 	$(PYTHON) -m venv $(MLDP_VENV)
 	$(MLDP_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(MLDP_VENV)/bin/python -m pip install --quiet "$(MLDP)"
+	touch $@
+
+# The other peers of benchmarks/peer_mechanisms.py, each in its own venv:
+# pyPANTERA (CMP, Mahalanobis, Vickrey, SanText, CusText, TEM) and
+# 1-Diffractor (dp-diffractor; it downloads its embeddings on first use,
+# which this machine cannot: the benchmark points it at the GloVe file).
+PANTERA_VENV := .venv-pantera
+PANTERA := pypantera==1.0.2
+DIFFRACTOR_VENV := .venv-diffractor
+DIFFRACTOR := dp-diffractor==0.2.1
+
+pantera-venv: $(PANTERA_VENV)/.installed
+
+$(PANTERA_VENV)/.installed:
+	$(PYTHON) -m venv $(PANTERA_VENV)
+	$(PANTERA_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PANTERA_VENV)/bin/python -m pip install --quiet "$(PANTERA)"
+	touch $@
+
+diffractor-venv: $(DIFFRACTOR_VENV)/.installed
+
+$(DIFFRACTOR_VENV)/.installed:
+	$(PYTHON) -m venv $(DIFFRACTOR_VENV)
+	$(DIFFRACTOR_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DIFFRACTOR_VENV)/bin/python -m pip install --quiet "$(DIFFRACTOR)"
 	touch $@
 
 clean:

@@ -69,8 +69,9 @@ def overrides(program, argv, preset):
         else ["--mechanisms=laplace_vector,broken_noise_off",
               "--samples=20000"],
         "tfdptext-binarize": ["--epochs=1", "--report_sample=100"],
-        "tfdptext-privatize-corpus": tiny if "--mechanism=dchi" in argv
-        else [],
+        # Every mechanism on the encoder's embeddings (not brr's codes).
+        "tfdptext-privatize-corpus": [] if any(
+            a.startswith("--codes") for a in argv) else tiny,
     }.get(program, [])
 
 

@@ -11,6 +11,7 @@ Example:
 'pass'
 """
 
+import functools
 import math
 import os
 
@@ -612,6 +613,78 @@ def tflite_code_randomized_response(epsilon=1.0, num_codes=4,
                      "1; randomness from random_words"))
 
 
+# ---------------------------------------------------------------------------
+# The registry's text-to-text mechanisms, on one toy table.
+
+# A 2-D table: id 0 special; ids 1 and 2 at distance 1, the others around
+# them at distances 1.1 to 3.
+_TEXT_TABLE = np.array([[0.0, 5.0], [0.0, 0.0], [1.0, 0.0], [-2.0, 0.0],
+                        [3.0, 0.0], [0.5, 2.0], [0.5, -2.0], [1.5, 1.0],
+                        [1.5, -1.0]], np.float32)
+_TEXT_VOCABULARY = ("[PAD]", "cat", "dog", "hat", "of", "sun", "moon", "car",
+                    "bus")
+
+
+def text_audit_table():
+    """The toy table and vocabulary the registry's rows run on."""
+    return _TEXT_TABLE.copy(), _TEXT_VOCABULARY
+
+
+def _function(dotted):
+    import importlib
+
+    module, name = dotted.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def text_to_text_row(name, broken=False):
+    """The registry entry `name` (`tfdptext.mechanisms`) at its
+    `AuditSetting`: its layer (or, with `broken`, its deliberately broken
+    variant) on `text_audit_table()`, inputs the setting's pair; the claim
+    and delta are the correct layer's `pair_bound` for that pair (the
+    guarantee's value times the pair's distance in its metric, and the
+    sampler's delta there); the releases are output token ids."""
+    from tfdptext import mechanisms as text_mechanisms
+
+    entry = text_mechanisms.get(name)
+    setting = entry.audit
+    table, vocabulary = text_audit_table()
+    settings = text_mechanisms.Settings(
+        setting.value, entry.parse_options(list(setting.options)), table,
+        (0,), (0,), "the audit's toy table", vocabulary)
+    correct = entry.layer(settings)
+    layer = _function(setting.broken)(settings) if broken else correct
+    a, b = setting.pair
+    layer(np.array([[a]], np.int32))
+    claim, delta = correct.pair_bound(a, b)
+    return auditor.MechanismSetup(
+        name=f"broken_{name}" if broken else f"{name}_text_to_text",
+        claim=claim,
+        unit=(f"per token metric, {entry.parameter} {setting.value:g} at "
+              f"ids {a}, {b}"),
+        delta=delta,
+        sample=layer_sampler(layer, np.array([a], np.int32),
+                             np.array([b], np.int32)),
+        output=auditor.CATEGORICAL,
+        statistics=tuple(auditor.output_equals(t)
+                         for t in range(1, len(table))),
+        broken=broken,
+        description=(f"{len(table) - 1} candidate tokens in 2-D, ids {a} "
+                     f"vs {b}, options {', '.join(setting.options) or 'none'}"
+                     + ("; " + setting.broken.split(":")[1].replace(
+                         "_", " ") if broken else "")))
+
+
+def _text_rows(broken):
+    from tfdptext import mechanisms as text_mechanisms
+
+    return {(f"broken_{name}" if broken else f"{name}_text_to_text"):
+            functools.partial(text_to_text_row, name, broken=broken)
+            for name, entry in text_mechanisms.REGISTRY.items()
+            if entry.audit is not None
+            and (not broken or entry.audit.broken is not None)}
+
+
 MECHANISMS = {
     "laplace_per_coordinate": laplace_per_coordinate,
     "laplace_vector": laplace_vector,
@@ -621,6 +694,7 @@ MECHANISMS = {
     "randomized_response_one_bit": randomized_response_one_bit,
     "randomized_response_all_bits": randomized_response_all_bits,
     "code_randomized_response": code_randomized_response,
+    **_text_rows(broken=False),
 }
 TFLITE_MECHANISMS = {
     "tflite_laplace": tflite_laplace,
@@ -635,5 +709,6 @@ BROKEN_MECHANISMS = {
        for kind in broken.BROKEN_LAYERS},
     **{kind: (lambda kind=kind: broken_code(kind))
        for kind in broken.BROKEN_CODE_LAYERS},
+    **_text_rows(broken=True),
 }
 ALL_MECHANISMS = {**MECHANISMS, **TFLITE_MECHANISMS, **BROKEN_MECHANISMS}

@@ -11,6 +11,7 @@ Pure Python (no TensorFlow, no Beam import).
 
 import dataclasses
 
+from tfdptext import mechanisms as text_mechanisms
 from tfdptext.errors import ArgumentError
 from tfdptext.privacy import validation
 
@@ -38,9 +39,12 @@ class CorpusConfig:
             (tf.train.Example records, the text in `tfrecord_feature`).
         tfrecord_feature: the bytes feature holding each record's text.
         mechanism: a name in `tfdptext.corpus.mechanisms.MECHANISMS`.
-        eta: d_chi's privacy parameter (mechanism `dchi`).
-        epsilon: BRR's privacy parameter (mechanism `brr`).
+        eta: the privacy parameter of the mechanisms that take eta (d_chi
+            and the other metric-noise mechanisms).
+        epsilon: the privacy parameter of the others (BRR, ...).
         codes: BRR's codes directory (mechanism `brr`).
+        mechanism_options: the mechanism's own settings, "name=value"
+            strings (`tfdptext.mechanisms`).
         preset: the encoder whose WordPiece tokenizer and token embedding
             table `dchi` uses (default: MiniLM).
         embeddings: a .npy (vocabulary_size, dim) table replacing the
@@ -63,14 +67,20 @@ class CorpusConfig:
             "help": "The bytes feature (one value) that holds each "
             "record's text, for --input_format=tfrecord."})
     mechanism: str = dataclasses.field(default=DEFAULT_MECHANISM, metadata={
-        "help": "dchi (d_chi metric DP, parameter --eta) or brr (binary "
-        "randomized response, --epsilon and --codes)."})
-    eta: float | None = _help("d_chi's privacy parameter, finite and > 0 "
-                              "(--mechanism=dchi).")
-    epsilon: float | None = _help("BRR's privacy parameter, finite and > 0 "
-                                  "(--mechanism=brr).")
+        "help": "A text-to-text mechanism of tfdptext.mechanisms: "
+        + " ".join(entry.help() for entry in
+                   text_mechanisms.REGISTRY.values())})
+    eta: float | None = _help(
+        "The privacy parameter of the mechanisms that take eta (dchi, ...), "
+        "finite and > 0.")
+    epsilon: float | None = _help(
+        "The privacy parameter of the mechanisms that take epsilon (brr, "
+        "...), finite and > 0.")
     codes: str | None = _help("BRR's codes directory (its vocab.txt is the "
                               "vocabulary) (--mechanism=brr).")
+    mechanism_options: tuple | None = _help(
+        "The mechanism's own settings as name=value pairs, comma-separated "
+        "(e.g. lam=0.2,t=0.5).")
     preset: str | None = _help(
         "Encoder whose WordPiece tokenizer and token embedding table "
         "--mechanism=dchi uses: a keras-hub preset or directory (default: "

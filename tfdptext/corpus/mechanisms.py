@@ -1,15 +1,17 @@
-"""The mechanisms a corpus job can run: a registry of `MechanismSpec`s.
+"""The mechanisms a corpus job can run: a `MechanismSpec` per entry of
+the text-to-text registry (`tfdptext.mechanisms`).
 
 Each entry says which `CorpusConfig` fields it needs and which do not
-apply (checked before any work), and builds a `CorpusMechanism`: a codec
-(text <-> ids, `tfdptext.corpus.codecs`) and a token privatizer with
-`__call__(token_ids) -> token_ids` and `guarantee()` (the interface of
-`tfdptext.offline.DChiCorpusPrivatizer`). Noise comes from os.urandom for
-every call: these jobs take no seed, so no two lines share noise.
+apply (checked before any work, with the mechanism's value and option
+checks), and builds a `CorpusMechanism`: a codec (text <-> ids,
+`tfdptext.corpus.codecs`) and the entry's offline privatizer
+(`tfdptext.offline`), with `__call__(token_ids) -> token_ids` and
+`guarantee()`. Noise comes from os.urandom for every call: these jobs take
+no seed, so no two lines share noise.
 
-- `dchi`: `DChiCorpusPrivatizer` over the preset's token embedding table
-  (or --embeddings) and its WordPiece tokenizer.
-- `brr`: `tfdptext.offline.BRRCorpusPrivatizer` over the codes of
+- Mechanisms over token embeddings (`dchi`, ...): the preset's token
+  embedding table (or --embeddings) and its WordPiece tokenizer.
+- Mechanisms over binary codes (`brr`): the codes of
   `tfdptext.binary.codes.load_codes(codes)`, tokenized with the codes'
   vocabulary (`tfdptext.corpus.codecs.for_word_list`: WordPiece for a
   preset's vocabulary, whole words otherwise); imported when built, so
@@ -30,6 +32,7 @@ from typing import Callable
 
 import numpy as np
 
+from tfdptext import mechanisms as text_mechanisms
 from tfdptext.errors import ArgumentError
 from tfdptext.errors import TfdptextError
 from tfdptext.privacy import validation
@@ -135,6 +138,8 @@ class MechanismSpec:
         excluded: fields that do not apply (an error if given).
         build: CorpusConfig -> CorpusMechanism.
         parameters: CorpusConfig -> the manifest's "parameters".
+        entry: the `tfdptext.mechanisms` entry (its value and option
+            checks).
     """
 
     name: str
@@ -143,6 +148,7 @@ class MechanismSpec:
     excluded: tuple
     build: Callable
     parameters: Callable
+    entry: object = None
 
     def check(self, config):
         """Raises ArgumentError naming a missing or foreign field, a
@@ -157,8 +163,12 @@ class MechanismSpec:
             if getattr(config, name) is not None:
                 raise ArgumentError(f"`{name}` does not apply to mechanism "
                                     f"{self.name!r} (it takes {takes}).")
-        validation.check_positive(self.parameter,
-                                  getattr(config, self.parameter))
+        if self.entry is not None:
+            self.entry.value(getattr(config, self.parameter))
+            self.entry.parse_options(config.mechanism_options)
+        else:
+            validation.check_positive(self.parameter,
+                                      getattr(config, self.parameter))
         for name, exists, kind in (("codes", os.path.isdir, "directory"),
                                    ("embeddings", os.path.isfile, "file")):
             path = getattr(config, name)
@@ -191,84 +201,107 @@ def load_embeddings(path, vocabulary_size):
     return table
 
 
-def _build_dchi(config):
-    from tfdptext import models
-    from tfdptext import offline
+def _build(entry, config):
+    """A CorpusMechanism for the registry entry `entry`: its offline
+    privatizer over the preset's token embeddings (or --embeddings) with
+    the preset's WordPiece tokenizer, or over --codes with the codes' word
+    list."""
     from tfdptext.corpus import codecs
 
-    tokenizer = models.load_tokenizer(config.preset)
-    preset = config.preset or models.DEFAULT_PRESET
-    if config.embeddings is not None:
-        table = load_embeddings(config.embeddings, tokenizer.vocabulary_size)
-        description = (f"the table in {os.path.basename(config.embeddings)} "
-                       f"({table.shape[0]} x {table.shape[1]})")
-        source = config.embeddings
+    options = entry.parse_options(config.mechanism_options)
+    value = getattr(config, entry.parameter)
+    if entry.table == text_mechanisms.CODES:
+        codes, packed = _load_codes(entry, config)
+        name = os.path.basename(os.path.normpath(config.codes))
+        description = (f"the binary codes in {name} ({packed.shape[0]} "
+                       f"words x {8 * packed.shape[1]} bits)")
+        settings = text_mechanisms.Settings(
+            value, options, codes.bits, codes.special_token_ids, (),
+            description, tuple(codes.words))
+        embedding = {
+            "description": description, "source": config.codes,
+            "shape": [packed.shape[0], 8 * packed.shape[1]],
+            "sha256": hashlib.sha256(packed.tobytes()).hexdigest()}
+        codec = codecs.for_word_list(codes.words, codes.special_token_ids)
     else:
-        table = models.token_embedding_table(models.load_backbone(
-            config.preset))
-        description = (f"{preset} token embeddings ({table.shape[0]} x "
-                       f"{table.shape[1]})")
-        source = f"preset {preset}"
-    privatizer = offline.DChiCorpusPrivatizer(
-        table, config.eta, special_token_ids=tokenizer.special_token_ids,
-        passthrough_token_ids=(), seed=None,
-        embedding_description=description)
-    return CorpusMechanism("dchi", codecs.WordPieceCodec(tokenizer),
-                           privatizer,
-                           _table_record(table, description, source))
+        from tfdptext import models
+
+        tokenizer = models.load_tokenizer(config.preset)
+        preset = config.preset or models.DEFAULT_PRESET
+        if config.embeddings is not None:
+            table = load_embeddings(config.embeddings,
+                                    tokenizer.vocabulary_size)
+            description = (
+                f"the table in {os.path.basename(config.embeddings)} "
+                f"({table.shape[0]} x {table.shape[1]})")
+            source = config.embeddings
+        else:
+            table = models.token_embedding_table(models.load_backbone(
+                config.preset))
+            description = (f"{preset} token embeddings ({table.shape[0]} x "
+                           f"{table.shape[1]})")
+            source = f"preset {preset}"
+        settings = text_mechanisms.Settings(
+            value, options, table, tokenizer.special_token_ids, (),
+            description, tuple(tokenizer.vocabulary))
+        embedding = _table_record(table, description, source)
+        codec = codecs.WordPieceCodec(tokenizer)
+    privatizer = entry.offline(settings, seed=None)
+    return CorpusMechanism(entry.name, codec, privatizer, embedding)
 
 
-def _build_brr(config):
+def _load_codes(entry, config):
     try:
         from tfdptext.binary.codes import load_codes
-        from tfdptext.offline import BRRCorpusPrivatizer
+        from tfdptext.offline import BRRCorpusPrivatizer  # noqa: F401
     except ImportError as err:
         if err.name not in ("tfdptext.binary", "tfdptext.binary.codes",
                             "tfdptext.offline"):
             raise
         raise MechanismUnavailableError(
-            "`mechanism`: 'brr' is not available yet in this tfdptext ("
-            "tfdptext.offline.BRRCorpusPrivatizer and "
+            f"`mechanism`: {entry.name!r} is not available yet in this "
+            "tfdptext (tfdptext.offline.BRRCorpusPrivatizer and "
             "tfdptext.binary.codes.load_codes are missing); use "
             "--mechanism=dchi.") from None
-    from tfdptext.corpus import codecs
-
     codes = load_codes(config.codes)
-    packed = np.asarray(codes.packed)
-    name = os.path.basename(os.path.normpath(config.codes))
-    description = (f"the binary codes in {name} ({packed.shape[0]} words "
-                   f"x {8 * packed.shape[1]} bits)")
-    privatizer = BRRCorpusPrivatizer(
-        packed, config.epsilon, special_token_ids=codes.special_token_ids,
-        passthrough_token_ids=(), seed=None, codes_description=description)
-    embedding = {
-        "description": description, "source": config.codes,
-        "shape": [packed.shape[0], 8 * packed.shape[1]],
-        "sha256": hashlib.sha256(packed.tobytes()).hexdigest()}
-    return CorpusMechanism("brr", codecs.for_word_list(
-        codes.words, codes.special_token_ids), privatizer, embedding)
+    return codes, np.asarray(codes.packed)
 
 
-def _dchi_parameters(config):
-    from tfdptext import models
+def _parameters(entry, config):
+    """The manifest's "parameters": the privacy parameter, the table's
+    source, and the mechanism's options."""
+    parameters = {entry.parameter: float(getattr(config, entry.parameter))}
+    if entry.table == text_mechanisms.CODES:
+        parameters["codes"] = config.codes
+    else:
+        from tfdptext import models
 
-    return {"eta": float(config.eta),
-            "preset": config.preset or models.DEFAULT_PRESET,
-            "embeddings": config.embeddings}
+        parameters.update(preset=config.preset or models.DEFAULT_PRESET,
+                          embeddings=config.embeddings)
+    if entry.options:
+        parameters["mechanism_options"] = entry.parse_options(
+            config.mechanism_options)
+    return parameters
 
 
-def _brr_parameters(config):
-    return {"epsilon": float(config.epsilon), "codes": config.codes}
+def _corpus_spec(entry):
+    """The corpus job's entry for a registered text-to-text mechanism."""
+    other = "epsilon" if entry.parameter == "eta" else "eta"
+    if entry.table == text_mechanisms.CODES:
+        required = (entry.parameter, "codes")
+        excluded = (other, "preset", "embeddings")
+    else:
+        required = (entry.parameter,)
+        excluded = (other, "codes")
+    return MechanismSpec(
+        entry.name, entry.parameter, required=required, excluded=excluded,
+        build=functools.partial(_build, entry),
+        parameters=functools.partial(_parameters, entry),
+        entry=entry)
 
 
-MECHANISMS = {spec.name: spec for spec in (
-    MechanismSpec("dchi", "eta", required=("eta",),
-                  excluded=("epsilon", "codes"), build=_build_dchi,
-                  parameters=_dchi_parameters),
-    MechanismSpec("brr", "epsilon", required=("epsilon", "codes"),
-                  excluded=("eta", "preset", "embeddings"),
-                  build=_build_brr, parameters=_brr_parameters),
-)}
+MECHANISMS = {name: _corpus_spec(entry)
+              for name, entry in text_mechanisms.REGISTRY.items()}
 
 
 def spec(name):

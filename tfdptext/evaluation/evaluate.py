@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from tfdptext import data as data_lib
+from tfdptext import mechanisms
 from tfdptext import metrics
 from tfdptext import rundir
 from tfdptext import runfiles
@@ -372,16 +373,14 @@ def token_recovery(spec, released, ids, mask, table, special):
     return {"accuracy": 1.0 - changed, "n_tokens": count}
 
 
-def corpus_privatizer(run, table, special):
-    """The run's token mechanism off device, to sample it many times: d_chi
-    on the embedding table, or BRR on the +-1 codes (the table of a BRR
-    run)."""
-    from tfdptext import offline
+def corpus_privatizer(run):
+    """The run's token mechanism off device, to sample it many times: the
+    offline twin of its text-to-text privatizer (`tfdptext.offline`, the
+    same parameters and table, os.urandom)."""
+    from tfdptext.models import secure
 
-    if run.config["mechanism"] == "brr":
-        return offline.BRRCorpusPrivatizer(
-            np.packbits(table > 0, axis=1), run.config["epsilon"], special)
-    return offline.DChiCorpusPrivatizer(table, run.config["eta"], special)
+    _, privatizer = secure.find_layers(run.user)
+    return privatizer.corpus_privatizer()
 
 
 def token_level(run, released, features, num_tokens, num_samples, seed=0):
@@ -391,12 +390,12 @@ def token_level(run, released, features, num_tokens, num_samples, seed=0):
     special = run.tokenizer.special_token_ids
     ids, mask = features["token_ids"], features["padding_mask"]
     inv = token_recovery(run.spec, released, ids, mask, table, special)
-    privatizer = corpus_privatizer(run, table, special)
+    privatizer = corpus_privatizer(run)
     tokens = inversion.regular_token_sample(ids, mask, special, num_tokens,
                                             seed)
     n_w, s_w = deniability.plausible_deniability(privatizer, tokens,
                                                  num_samples)
-    parameter = "epsilon" if run.config["mechanism"] == "brr" else "eta"
+    parameter = mechanisms.get(run.config["mechanism"]).parameter
     return {parameter: run.config[parameter],
             "inversion_accuracy": inv["accuracy"],
             "changed_share": 1.0 - inv["accuracy"],
@@ -512,7 +511,8 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
                 result["gap_change"] = gap_changes(
                     test.labels, predicted, test.private, attributes,
                     baseline_eval)
-        if run.spec.per_token and run.config["mechanism"] in ("dchi", "brr"):
+        if run.spec.per_token and \
+                run.config["mechanism"] in mechanisms.names():
             result["token_level"] = token_level(
                 run, released["test"], features["test"],
                 deniability_tokens, deniability_samples, seed)

@@ -116,7 +116,14 @@ class TrainedRun:
         None (sequence split)."""
         from tfdptext.models import split as split_lib
 
-        return split_lib.release_embedding_table(self.user)
+        table = split_lib.release_embedding_table(self.user)
+        if table is None and self.spec.releases_token_ids:
+            # A privatizer without an embedding table (CusText's output
+            # sets): the server's encoder embeds the released ids.
+            for layer in self.server.layers:
+                if hasattr(layer, "token_embedding"):
+                    return split_lib.token_embedding_table(layer)
+        return table
 
     def features(self, texts):
         return {k: v.numpy() for k, v in self.tokenizer(list(texts)).items()}

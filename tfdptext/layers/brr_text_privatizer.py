@@ -104,6 +104,15 @@ class BRRTextPrivatizer(token_privatizer.TokenPrivatizer):
     def _uniforms_per_token(self):
         return self.num_bits
 
+    def corpus_privatizer(self, seed=None):
+        from tfdptext.offline import brr as offline_brr
+
+        return offline_brr.BRRCorpusPrivatizer(
+            np.packbits(self.public_table() > 0, axis=1), self.epsilon,
+            special_token_ids=self.special_token_ids,
+            passthrough_token_ids=self.passthrough_token_ids, seed=seed,
+            codes_description=self.codes_description)
+
     def _guarantee(self):
         return rr.brr_text_guarantee(self.epsilon, self.num_bits,
                                      self.codes_description)

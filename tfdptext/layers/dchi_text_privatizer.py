@@ -88,6 +88,15 @@ class DChiTextPrivatizer(token_privatizer.TokenPrivatizer):
     def _uniforms_per_token(self):
         return sampling.dchi_uniforms_per_vector(self.embedding_dim)
 
+    def corpus_privatizer(self, seed=None):
+        from tfdptext.offline import dchi as offline_dchi
+
+        return offline_dchi.DChiCorpusPrivatizer(
+            self.public_table(), self.eta,
+            special_token_ids=self.special_token_ids,
+            passthrough_token_ids=self.passthrough_token_ids, seed=seed,
+            embedding_description=self.embedding_description)
+
     def _guarantee(self):
         return self._guarantee_for(randomness_lib.TENSORFLOW_UNSEEDED)
 

@@ -24,17 +24,19 @@ class TokenPrivatizer(base.PrivatizationLayer):
     (an unusable release the server refuses). Not used directly.
 
     Args:
-        table: the (vocabulary_size, width) float32 table, or None when
-            `vocabulary_size` and `width` are given (the weights are then
-            loaded later, e.g. by `keras.saving`).
+        table: the (vocabulary_size, width) table (float32, or
+            `table_dtype`), or None when `vocabulary_size` and `width` are
+            given (the weights are then loaded later, e.g. by
+            `keras.saving`).
         table_name: the weight's name (and the attribute holding it).
         special_token_ids, passthrough_token_ids: see above.
     """
 
     def __init__(self, table, vocabulary_size, width, table_name,
                  special_token_ids=(), passthrough_token_ids=(),
-                 noise=True, **kwargs):
+                 noise=True, table_dtype="float32", **kwargs):
         super().__init__(noise=noise, **kwargs)
+        self._table_dtype = table_dtype
         self._initial_table = table
         self.vocabulary_size = validation.check_int(
             "vocabulary_size", vocabulary_size, minimum=2)
@@ -60,7 +62,8 @@ class TokenPrivatizer(base.PrivatizationLayer):
             lambda shape, dtype=None: tf.constant(table, dtype=dtype))
         setattr(self, self._table_name, self.add_weight(
             name=self._table_name, shape=(self.vocabulary_size, self._width),
-            initializer=initializer, trainable=False))
+            initializer=initializer, trainable=False,
+            dtype=self._table_dtype))
         self._initial_table = None
         super().build(input_shape)
 
@@ -79,10 +82,15 @@ class TokenPrivatizer(base.PrivatizationLayer):
         rows = tf.gather(getattr(self, self._table_name), flat)
         if uniforms is not None:
             uniforms = tf.reshape(uniforms, [-1, self._uniforms_per_token()])
-        private = self._private_tokens(rows, uniforms)
+        private = self._privatize_ids(flat, rows, uniforms)
         keep = tf.gather(tf.constant(self._is_passthrough), flat)
         private = tf.where(keep, flat, private)
         return tf.where(valid, tf.reshape(private, tf.shape(token_ids)), -1)
+
+    def _privatize_ids(self, ids, rows, uniforms):
+        """Private ids for the (N,) input `ids`, whose table rows are
+        `rows`; by default a function of the rows (`_private_tokens`)."""
+        return self._private_tokens(rows, uniforms)
 
     def _private_tokens(self, rows, uniforms):
         raise NotImplementedError
@@ -92,6 +100,19 @@ class TokenPrivatizer(base.PrivatizationLayer):
 
     def uniforms_shape(self, input_shape):
         return tuple(input_shape[1:]) + (self._uniforms_per_token(),)
+
+    def public_table(self):
+        """The public (vocabulary_size, width) table as numpy: what an
+        eavesdropper embeds released ids with (attack features)."""
+        if self._initial_table is not None:  # not built yet
+            return np.asarray(self._initial_table)
+        return np.asarray(getattr(self, self._table_name).numpy())
+
+    def corpus_privatizer(self, seed=None):
+        """The same mechanism off device (`tfdptext.offline`), with this
+        layer's parameters and table: noise from os.urandom, or a seeded
+        numpy generator for research (`seed`)."""
+        raise NotImplementedError
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -26,8 +26,7 @@ import numpy as np
 
 from tfdptext.errors import ArgumentError
 from tfdptext.layers import base as layers_base
-from tfdptext.layers.brr_text_privatizer import BRRTextPrivatizer
-from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
+from tfdptext.layers.token_privatizer import TokenPrivatizer
 from tfdptext.layers.word_dropout import WordDropout
 from tfdptext.models import code as code_lib
 from tfdptext.models import split_spec
@@ -446,18 +445,16 @@ def token_embedding_table(backbone):
 
 def release_embedding_table(user):
     """The public (vocabulary, dim) table a user side's released tokens
-    index, as numpy: the d_chi text privatizer's table (BRR's: its +-1
-    codes), else the layer named TOKEN_EMBEDDING (token split), or the
-    (m, m) identity of a code release's m codes (their one-hot vectors);
+    index, as numpy: a text-to-text privatizer's public table (d_chi's
+    embeddings, BRR's +-1 codes: `TokenPrivatizer.public_table`), else the
+    layer named TOKEN_EMBEDDING (token split), or the (m, m) identity of a code release's m codes (their one-hot vectors);
     None when the user side has none of them (sequence split)."""
     for layer in user.layers:
         if isinstance(layer, code_lib.ArgmaxCode):
             return np.eye(layer.num_codes, dtype=np.float32)
     _, privatizer = layers_base.privatization_layers(user)
-    if isinstance(privatizer, DChiTextPrivatizer):
-        return _variable_values(privatizer.embeddings)
-    if isinstance(privatizer, BRRTextPrivatizer):
-        return _variable_values(privatizer.signs)
+    if isinstance(privatizer, TokenPrivatizer):
+        return privatizer.public_table()
     for layer in user.layers:
         if layer.name == TOKEN_EMBEDDING:
             return _variable_values(layer.embeddings)

@@ -8,6 +8,19 @@ workstation, with noise from os.urandom by default:
   neighbour (`tfdptext.offline.dchi`).
 - `BRRCorpusPrivatizer`: per-bit randomized response on binary codes,
   Hamming nearest neighbour, exact or approximate (`tfdptext.offline.brr`).
+- `MahalanobisCorpusPrivatizer`, `VickreyCorpusPrivatizer`: elliptical
+  noise (Xu et al. 2020) and the Vickrey choice between the two nearest
+  tokens (Xu et al. 2021).
+- `SanTextCorpusPrivatizer`, `TEMCorpusPrivatizer`: exponential
+  mechanisms over the whole vocabulary (Yue et al. 2021; Carvalho et al.
+  2023), sampled by the two-stage exponential race.
+- `CusTextCorpusPrivatizer`: customized output sets (Chen et al. 2023),
+  sampled exactly from integer thresholds.
+- `TruncatedGumbelCorpusPrivatizer`: report-noisy-min over a Poisson
+  number of nearest words (Carvalho et al. 2021).
+
+Each is the offline twin of a `tfdptext.layers` text privatizer, sharing
+its math (`tfdptext.substitution`); `tfdptext.mechanisms` names them all.
 
 `tfdptext.offline.categorical.randomized_response` is m-ary randomized
 response on integers (codes, training labels) with the layer's integer
@@ -15,11 +28,23 @@ arithmetic.
 """
 
 from tfdptext.offline.brr import BRRCorpusPrivatizer
+from tfdptext.offline.custext import CusTextCorpusPrivatizer
 from tfdptext.offline.dchi import DChiCorpusPrivatizer
 from tfdptext.offline.dchi import dchi_noise
 from tfdptext.offline.dchi import os_gamma
 from tfdptext.offline.dchi import pq_subspaces
 from tfdptext.offline.dchi import os_uniforms
+from tfdptext.offline.mahalanobis import MahalanobisCorpusPrivatizer
+from tfdptext.offline.santext import SanTextCorpusPrivatizer
+from tfdptext.offline.tem import TEMCorpusPrivatizer
+from tfdptext.offline.truncated_gumbel import \
+    TruncatedGumbelCorpusPrivatizer
+from tfdptext.offline.vickrey import VickreyCorpusPrivatizer
 
-__all__ = ["BRRCorpusPrivatizer", "DChiCorpusPrivatizer", "dchi_noise",
+__all__ = ["BRRCorpusPrivatizer", "CusTextCorpusPrivatizer",
+           "DChiCorpusPrivatizer",
+           "MahalanobisCorpusPrivatizer", "SanTextCorpusPrivatizer",
+           "TEMCorpusPrivatizer", "TruncatedGumbelCorpusPrivatizer",
+           "VickreyCorpusPrivatizer",
+           "dchi_noise",
            "os_gamma", "os_uniforms", "pq_subspaces"]

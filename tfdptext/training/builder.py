@@ -3,6 +3,7 @@
 import keras
 
 from tfdptext import layers
+from tfdptext import mechanisms
 from tfdptext import models
 from tfdptext.privacy import guarantee as guarantee_lib
 
@@ -35,9 +36,9 @@ def build_split(config, backbone, tokenizer, num_classes, class_prior=None):
     - seq_rep: the same release (Laplace, or DChiNoise on the pooled vector),
       user side frozen.
     - token_rep: token embedding + DChiNoise, frozen; server = the rest.
-    - text_to_text: DChiTextPrivatizer (or, with mechanism brr,
-      BRRTextPrivatizer over `config.codes`) on token ids, frozen; server =
-      the whole model.
+    - text_to_text: the layer of the registry entry `config.mechanism`
+      (`tfdptext.mechanisms`: d_chi, BRR over `config.codes`, ...) on token
+      ids, frozen; server = the whole model.
     - release code (modes none and robust): encoder -> pool -> dense to
       `num_codes` logits -> argmax -> [CodeRandomizedResponse]; server = a
       code-to-class table, starting as the Bayes decoder for
@@ -83,16 +84,10 @@ def build_split(config, backbone, tokenizer, num_classes, class_prior=None):
             backbone, num_classes,
             layers.DChiNoise(config.eta, embedding_description=description),
             **common)
-    elif config.mechanism == "brr":
-        split = models.text_to_text_split(
-            backbone, num_classes, brr_privatizer(config, tokenizer),
-            **common)
     else:
-        privatizer = layers.DChiTextPrivatizer(
-            config.eta, models.token_embedding_table(backbone),
-            special_token_ids=tokenizer.special_token_ids,
-            passthrough_token_ids=tokenizer.passthrough_token_ids,
-            embedding_description=description)
+        entry = mechanisms.get(config.mechanism)
+        privatizer = entry.layer(text_settings(entry, config, backbone,
+                                               tokenizer))
         split = models.text_to_text_split(backbone, num_classes, privatizer,
                                           **common)
     if config.frozen_user_side:
@@ -114,19 +109,28 @@ def num_codes_of(config, num_classes):
     return num_codes
 
 
-def brr_privatizer(config, tokenizer):
-    """The BRRTextPrivatizer of a brr run: `config.codes` must hold one code
-    per token id of the tokenizer's vocabulary, in its order."""
-    from tfdptext import binary
+def text_settings(entry, config, backbone, tokenizer):
+    """The `tfdptext.mechanisms.Settings` of a text_to_text run: the
+    preset's token embedding table, or (an entry that reads codes)
+    `config.codes`, which must hold one code per token id of the
+    tokenizer's vocabulary, in its order."""
+    if entry.table == mechanisms.CODES:
+        from tfdptext import binary
 
-    codes = binary.load_codes(config.codes, tokenizer.vocabulary,
-                              f"preset {config.preset}")
-    return layers.BRRTextPrivatizer(
-        config.epsilon, codes=codes.bits,
+        codes = binary.load_codes(config.codes, tokenizer.vocabulary,
+                                  f"preset {config.preset}")
+        table = codes.bits
+        description = (f"{codes.num_bits}-bit codes of {config.preset} "
+                       f"token embeddings ({config.codes})")
+    else:
+        table = models.token_embedding_table(backbone)
+        description = f"{config.preset} token embeddings"
+    return mechanisms.Settings(
+        value=getattr(config, entry.parameter),
+        options=entry.parse_options(config.mechanism_options), table=table,
         special_token_ids=tokenizer.special_token_ids,
         passthrough_token_ids=tokenizer.passthrough_token_ids,
-        codes_description=f"{codes.num_bits}-bit codes of {config.preset} "
-        f"token embeddings ({config.codes})")
+        description=description, vocabulary=tuple(tokenizer.vocabulary))
 
 
 def adv_output_name(attribute):

@@ -5,15 +5,20 @@ import json
 import os
 
 from tfdptext.errors import ArgumentError
+from tfdptext import mechanisms
 from tfdptext.fields import field_with_help
 from tfdptext.privacy import laplace
 from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
 MODES = ("none", "robust", "token_rep", "text_to_text", "seq_rep", "adv")
-MECHANISMS = ("none", "laplace", "dchi", "brr", "rr")
-# Mechanisms whose parameter is `epsilon` (the others: dchi takes `eta`).
-EPSILON_MECHANISMS = ("laplace", "brr", "rr")
+# The text-to-text mechanisms are the registry's (tfdptext.mechanisms).
+TEXT_MECHANISMS = mechanisms.names()
+MECHANISMS = ("none", "laplace", "dchi", "brr", "rr") + tuple(
+    m for m in TEXT_MECHANISMS if m not in ("dchi", "brr"))
+# Mechanisms whose parameter is `epsilon` (the others take `eta`).
+EPSILON_MECHANISMS = ("laplace", "rr") + mechanisms.with_parameter(
+    "epsilon")
 # What the user side releases on the sequence split: a representation
 # (a vector, the DPNR release) or a learned code of `num_codes` values
 # (released by m-ary randomized response, mechanism rr).
@@ -46,14 +51,14 @@ DEFAULT_WARMUP_FRACTION = 0.1
 LEGACY_VALUES = {"lr_schedule": "constant", "warmup_fraction": 0.0,
                  "class_weight": "none", "distribute": "default",
                  "release": "representation", "num_codes": None,
-                 "label_epsilon": None}
+                 "label_epsilon": None, "mechanism_options": None}
 # Which mechanisms make sense for which mode.
 ALLOWED = {
     "none": ("none",),
     "robust": ("laplace", "rr"),
     "seq_rep": ("laplace", "dchi"),
     "token_rep": ("dchi",),
-    "text_to_text": ("dchi", "brr"),
+    "text_to_text": TEXT_MECHANISMS,
     # Adversarial training (the ADV baseline of Lyu et al. 2020): the user
     # side releases the clean representation, as in mode none. Empirical
     # privacy only, never a DP guarantee.
@@ -117,7 +122,9 @@ class TrainConfig:
         "side).", MODES)
     mechanism: str | None = _field(
         None, "Privatization mechanism; default: laplace with --epsilon, "
-        "dchi with --eta, rr with --release=code.", MECHANISMS)
+        "dchi with --eta, rr with --release=code. Mode text_to_text: "
+        + ", ".join(TEXT_MECHANISMS) + " (see --mechanism_options).",
+        MECHANISMS)
     release: str = _field(
         "representation", "Modes none and robust: what leaves the phone. "
         "representation: a vector (DPNR); code: one of --num_codes codes "
@@ -144,6 +151,10 @@ class TrainConfig:
     codes: str | None = _field(
         None, "Mechanism brr: the binary codes directory of the preset's "
         "vocabulary (tfdptext-binarize --embeddings=preset:...).")
+    mechanism_options: dict | list | None = _field(
+        None, "Mode text_to_text: the mechanism's own settings as "
+        "name=value pairs, comma-separated (e.g. lam=0.2,t=0.5). "
+        + mechanisms.options_help())
     dropout_rate: float = _field(0.0, "DPNR word dropout rate mu.")
     dataset: str = _field(
         "synthetic", "synthetic, ag_dpnr, sst2, trustpilot, csv/tsv/jsonl, "
@@ -256,22 +267,20 @@ class TrainConfig:
                 raise ArgumentError("`epsilon` (per text) is required with "
                                     "`release=code` in mode robust.")
             self.epsilon = validation.check_positive("epsilon", self.epsilon)
-        elif self.mechanism == "brr":
-            if self.epsilon is None or self.codes is None:
-                raise ArgumentError(
-                    "Mechanism brr needs `epsilon` (per bit) and `codes` "
-                    "(a tfdptext-binarize output directory).")
-            self.epsilon = validation.check_positive("epsilon", self.epsilon)
-            if not os.path.isdir(self.codes):
-                raise ArgumentError(f"`codes`: no directory {self.codes}.")
-            self.codes = os.path.abspath(self.codes)
+        elif self.mode == "text_to_text":
+            self._validate_text_mechanism()
         elif self.epsilon is not None:
             raise ArgumentError(f"`epsilon` is not used by mechanism "
                              f"{self.mechanism}; use `eta` for dchi.")
-        if self.codes is not None and self.mechanism != "brr":
-            raise ArgumentError("`codes` is used by mechanism brr only; "
-                                f"received `mechanism={self.mechanism}`.")
-        if self.mechanism == "dchi":
+        if self.mode != "text_to_text":
+            for name in ("codes", "mechanism_options"):
+                if getattr(self, name) is not None:
+                    raise ArgumentError(
+                        f"`{name}` applies to mode text_to_text only "
+                        f"(its mechanisms), received `mode={self.mode}`.")
+        if self.mode == "text_to_text":
+            pass  # the entry checked its parameter
+        elif self.mechanism == "dchi":
             if self.eta is None:
                 raise ArgumentError("`eta` is required with mechanism dchi.")
             self.eta = metric.check_float32_eta(self.eta)
@@ -303,6 +312,36 @@ class TrainConfig:
         self._validate_label_privacy()
         self._validate_data()
         return self
+
+    def _validate_text_mechanism(self):
+        """Mode text_to_text: the registry entry's privacy parameter (the
+        other one absent), its table (`codes` exactly for the mechanisms
+        that read codes) and its options, normalised to a dict."""
+        entry = mechanisms.get(self.mechanism)
+        other = "epsilon" if entry.parameter == "eta" else "eta"
+        if getattr(self, other) is not None:
+            raise ArgumentError(
+                f"`{other}` is not used by mechanism {self.mechanism}; it "
+                f"takes `{entry.parameter}`.")
+        if entry.table == mechanisms.CODES:
+            if self.codes is None:
+                raise ArgumentError(
+                    f"Mechanism {self.mechanism} needs `{entry.parameter}` "
+                    "and `codes` (a tfdptext-binarize output directory).")
+            if not os.path.isdir(self.codes):
+                raise ArgumentError(f"`codes`: no directory {self.codes}.")
+            self.codes = os.path.abspath(self.codes)
+        elif self.codes is not None:
+            raise ArgumentError(
+                "`codes` is used by the mechanisms that read binary codes ("
+                + ", ".join(m for m, e in mechanisms.REGISTRY.items()
+                            if e.table == mechanisms.CODES)
+                + f") only; received `mechanism={self.mechanism}`.")
+        setattr(self, entry.parameter,
+                entry.value(getattr(self, entry.parameter)))
+        # None when the mechanism takes no option (as before options).
+        self.mechanism_options = entry.parse_options(
+            self.mechanism_options) or None
 
     def _validate_release(self):
         """A code release: modes none and robust only, mechanism rr (robust)

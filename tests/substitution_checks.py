@@ -1,0 +1,143 @@
+"""Checks shared by the tests of the word-substitution mechanisms: the
+closed-form output distributions on toy tables, the chi-square test, and
+the phone model (TFLite, random_words) of a text privatizer.
+
+Statistical checks use fixed sample sizes and pass a correct
+implementation with probability > 1 - 1e-4 per test (p > 1e-4)."""
+
+import os
+
+import numpy as np
+from scipy import stats
+
+# A 2-D toy table: id 0 is [PAD]-like (special, passthrough), the others
+# candidates at distances 1 to 3 from each other.
+TABLE = np.array([[0.0, 5.0],     # 0: special
+                  [0.0, 0.0],     # 1
+                  [1.0, 0.0],     # 2
+                  [-1.5, 0.5],    # 3
+                  [2.5, 0.3],     # 4
+                  [0.5, 2.0],     # 5
+                  [0.4, -1.8]],   # 6
+                 np.float32)
+SPECIAL = (0,)
+PASSTHROUGH = (0,)
+WORDS = (1, 4)
+
+
+def chi_square_pvalue(counts, probs):
+    """The chi-square p-value of `counts` against `probs`; outputs of
+    probability 0 must not occur; expected counts below 5 are pooled."""
+    counts = np.asarray(counts, np.float64)
+    probs = np.asarray(probs, np.float64)
+    assert counts[probs == 0].sum() == 0, \
+        f"impossible outputs drawn: {np.flatnonzero(counts * (probs == 0))}"
+    expected = probs * counts.sum()
+    big = expected >= 5
+    observed = list(counts[big])
+    wanted = list(expected[big])
+    if expected[~big].sum() > 0:
+        observed.append(counts[~big].sum())
+        wanted.append(expected[~big].sum())
+    return stats.chisquare(observed, wanted).pvalue
+
+
+def metric_noise_closed_form(table, special, word, eta, root=None,
+                             threshold=None, grid=1500):
+    """P(output | word) of 2-D metric noise decoded to the nearest token
+    (or, with `threshold`, by the Vickrey rule), by integrating the noise
+    density on a grid: radius at Gamma(2, 1/eta) quantile midpoints,
+    angle at midpoints, each point of equal mass."""
+    table = np.asarray(table, np.float64)
+    radius = stats.gamma(a=2, scale=1.0 / eta).ppf(
+        (np.arange(grid) + 0.5) / grid)
+    angle = 2.0 * np.pi * (np.arange(grid) + 0.5) / grid
+    u = (radius[:, None, None]
+         * np.stack([np.cos(angle), np.sin(angle)], -1)[None])
+    u = u.reshape(-1, 2)
+    z = u if root is None else u @ np.asarray(root, np.float64).T
+    y = table[word] + z
+    candidates = np.array([i for i in range(len(table))
+                           if i not in special])
+    d = np.linalg.norm(y[:, None, :] - table[candidates][None], axis=-1)
+    order = np.argsort(d, axis=1, kind="stable")
+    first = candidates[order[:, 0]]
+    probs = np.zeros(len(table))
+    if threshold is None:
+        np.add.at(probs, first, 1.0)
+        return probs / len(y)
+    second = candidates[order[:, 1]]
+    d1 = np.take_along_axis(d, order[:, :1], 1)[:, 0]
+    d2 = np.take_along_axis(d, order[:, 1:2], 1)[:, 0]
+    t = threshold
+    denominator = t * d1 + (1 - t) * d2
+    p1 = np.where(denominator > 0, (1 - t) * d2 / np.where(
+        denominator > 0, denominator, 1.0), 1.0)
+    np.add.at(probs, first, p1)
+    np.add.at(probs, second, 1.0 - p1)
+    return probs / len(y)
+
+
+def layer_counts(layer, word, draws, vocabulary_size):
+    """Output counts of a Keras text privatizer on `draws` copies of
+    `word` (its own TensorFlow randomness)."""
+    out = np.asarray(layer(np.full((draws, 1), word, np.int32))).ravel()
+    return np.bincount(out, minlength=vocabulary_size)
+
+
+def offline_counts(privatizer, word, draws, vocabulary_size):
+    out = np.asarray(privatizer(np.full((draws,), word))).ravel()
+    return np.bincount(out, minlength=vocabulary_size)
+
+
+def phone_model(privatizer, length):
+    """The phone model of a text-to-text user side whose mechanism is
+    `privatizer`: inputs token_ids, padding_mask and random_words."""
+    from tfdptext.models import secure
+    from tfdptext.models import split
+    from tfdptext.models import split_spec
+
+    inputs = split.feature_inputs(length)
+    user = split._user_side(split_spec.get(split_spec.TEXT_TO_TEXT), inputs,
+                            privatizer(inputs["token_ids"]))
+    return secure.secure_user_model(user, split_spec.TEXT_TO_TEXT, length)
+
+
+def check_phone_model(privatizer, words, closed_forms, draws=20000,
+                      batch=500):
+    """Converts the phone model of `privatizer` (one signature, `batch`
+    rows of the token ids `words`), checks it holds builtin ops only and no
+    seeded random op, takes `random_words`, releases id -1 everywhere for
+    an unfilled (zero) buffer, and that each position's outputs follow
+    its closed form with fresh words from os.urandom. Returns the ops."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tfdptext.export import tflite
+
+    ids = np.tile(np.asarray(words, np.int32), (batch, 1))
+    model = phone_model(privatizer, ids.shape[1])
+    flat = tflite.convert(model, batch_size=batch)
+    ops = tflite.check_unseeded_builtins(flat)
+    runner = Interpreter(model_content=flat).get_signature_runner()
+    details = runner.get_input_details()
+    assert set(details) == {"token_ids", "padding_mask", "random_words"}
+    width = int(details["random_words"]["shape"][-1])
+    mask = np.ones_like(ids)
+
+    def run(random_words):
+        out = runner(token_ids=ids, padding_mask=mask,
+                     random_words=random_words)
+        return np.asarray(out["token_ids"])
+
+    assert (run(np.zeros((batch, width), np.int32)) == -1).all()
+    rows = []
+    for _ in range(draws // batch):
+        fresh = np.frombuffer(os.urandom(4 * batch * width),
+                              np.int32).reshape(batch, width)
+        rows.append(run(fresh))
+    out = np.concatenate(rows)
+    assert (out >= 0).all()
+    for column, probs in enumerate(closed_forms):
+        counts = np.bincount(out[:, column], minlength=len(probs))
+        assert chi_square_pvalue(counts, probs) > 1e-4, column
+    return ops

@@ -1,0 +1,144 @@
+"""Off-device TruncatedGumbel (Carvalho, Vasiloudis, Feyisetan, FLAIRS-34,
+2021).
+
+The same mechanism as `tfdptext.layers.TruncatedGumbelTextPrivatizer`
+(`tfdptext.substitution.truncated_gumbel`: the size K from integer
+thresholds, the truncated Gumbel noise, report-noisy-min) in float64, the
+nearest words of each distinct id found once per call (exact search), and
+1 + max_candidates uniforms per token from os.urandom.
+"""
+
+import math
+
+import numpy as np
+
+from tfdptext.errors import ArgumentError
+from tfdptext.offline import base
+from tfdptext.privacy import substitution as guarantees
+from tfdptext.privacy import validation
+from tfdptext.substitution import backend
+from tfdptext.substitution import neighbours
+from tfdptext.substitution import race
+from tfdptext.substitution import truncated_gumbel as tg
+
+_CHUNK = 256
+
+
+class TruncatedGumbelCorpusPrivatizer(base.CorpusPrivatizer):
+    """Privatizes token ids in bulk by TruncatedGumbel.
+
+    Args:
+        embeddings: (vocabulary_size, dim) table.
+        epsilon: the paper's parameter (> 0); sets the scale when `scale`
+            is None.
+        scale, max_candidates, min_distance, max_distance, exact_epsilon:
+            as `TruncatedGumbelTextPrivatizer`.
+        special_token_ids, passthrough_token_ids, seed,
+        embedding_description: as `DChiCorpusPrivatizer` (seed: research
+            only).
+
+    Example:
+    >>> privatizer = TruncatedGumbelCorpusPrivatizer(
+    ...     table, epsilon=3.0, scale=0.5, special_token_ids=[0])
+    >>> private_ids = privatizer(np.array([[5, 17, 42]]))
+    """
+
+    def __init__(self, embeddings, epsilon, scale=None, max_candidates=32,
+                 min_distance=None, max_distance=None, special_token_ids=(),
+                 passthrough_token_ids=(), seed=None,
+                 embedding_description="the token embedding table",
+                 exact_epsilon=None):
+        self.epsilon = validation.check_positive("epsilon", epsilon)
+        table = np.asarray(embeddings, dtype=np.float64)
+        if table.ndim != 2 or len(table) < 2 or not np.isfinite(table).all():
+            raise ArgumentError("`embeddings` must be a finite 2-D array "
+                                "with at least 2 rows.")
+        super().__init__(len(table), special_token_ids, passthrough_token_ids,
+                         seed, None)
+        self.num_candidates = len(self.candidate_ids)
+        if self.num_candidates < 2:
+            raise ArgumentError(
+                "`special_token_ids` leave fewer than 2 candidate tokens.")
+        self.embeddings = table
+        self.norms = np.sum(table * table, axis=1)
+        self.max_candidates = min(tg.check_max_candidates(max_candidates),
+                                  self.num_candidates)
+        if min_distance is None or max_distance is None:
+            low, high = tg.distance_range(table[self.candidate_ids])
+            min_distance = low if min_distance is None else min_distance
+            max_distance = high if max_distance is None else max_distance
+        self.min_distance = validation.check_positive("min_distance",
+                                                      min_distance)
+        self.max_distance = validation.check_positive("max_distance",
+                                                      max_distance)
+        if scale is None:
+            scale = tg.paper_scale(self.epsilon, self.num_candidates,
+                                   self.min_distance, self.max_distance)
+        self.scale = tg.check_scale(scale, self.max_distance)
+        self.mu = tg.poisson_mean(self.num_candidates)
+        self.thresholds = tg.size_thresholds(self.mu, self.max_candidates)
+        self.embedding_description = embedding_description
+        if exact_epsilon is None and \
+                self.max_candidates >= self.num_candidates and \
+                self.num_candidates <= tg.EXACT_LIMIT:
+            value = tg.exact_epsilon(self.distribution_matrix(
+                np.flatnonzero(~self.is_passthrough)))
+            exact_epsilon = None if math.isinf(value) else value
+        self.exact_epsilon = exact_epsilon
+
+    def nearest(self, ids):
+        """(len(ids), max_candidates) nearest candidate ids, nearest first
+        (ties to the lower id), and their distances."""
+        d = neighbours.masked(
+            neighbours.distances(self.embeddings[ids], self.embeddings,
+                                 backend.NUMPY, self.norms),
+            ~self.is_special, backend.NUMPY)
+        k = self.max_candidates
+        part = np.argpartition(d, k - 1, axis=1)[:, :k] \
+            if k < d.shape[1] else np.tile(np.arange(d.shape[1]),
+                                           (len(ids), 1))
+        keys = np.take_along_axis(d, part, axis=1)
+        order = np.lexsort((part, keys), axis=1)
+        members = np.take_along_axis(part, order, axis=1)[:, :k]
+        return members, np.take_along_axis(d, members, axis=1)
+
+    def _privatize(self, ids):
+        ids = np.asarray(ids)
+        out = np.empty(len(ids), np.int64)
+        distinct, rows = np.unique(ids, return_inverse=True)
+        k = self.max_candidates
+        for start in range(0, len(distinct), _CHUNK):
+            members, d = self.nearest(distinct[start:start + _CHUNK])
+            tokens = np.flatnonzero((rows >= start)
+                                    & (rows < start + len(members)))
+            local = rows[tokens] - start
+            u = race.numpy_uniforms((len(tokens), 1 + k), self.rng)
+            sizes = tg.draw_sizes(u[:, 0], self.thresholds, backend.NUMPY)
+            noise = tg.truncated_gumbel(u[:, 1:], self.scale,
+                                        self.max_distance, backend.NUMPY)
+            position = tg.select(d[local], sizes, noise, backend.NUMPY)
+            out[tokens] = members[local, position]
+        return out
+
+    def size_probabilities(self):
+        return tg.implemented_size_probabilities(self.thresholds)
+
+    def distribution_matrix(self, inputs):
+        """(len(inputs), vocabulary_size) exact P(y | x)."""
+        return tg.distribution_matrix(
+            self.embeddings, inputs, self.candidate_ids, self.max_candidates,
+            self.size_probabilities(), self.scale, self.max_distance)
+
+    def pair_bound(self, token_a, token_b):
+        """(exact log-ratio of the pair, 0), as the layer's."""
+        if token_a == token_b:
+            return 0.0, 0.0
+        matrix = self.distribution_matrix([token_a, token_b])
+        return tg.log_ratio(matrix[0], matrix[1]), 0.0
+
+    def guarantee(self):
+        return guarantees.truncated_gumbel_guarantee(
+            self.epsilon, self.exact_epsilon, self.scale, self.max_distance,
+            self.max_candidates, self.num_candidates, self.mu,
+            self.embedding_description, "float64, uniforms on 2^-52 cells"
+        ).with_randomness(self.randomness())

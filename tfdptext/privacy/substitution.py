@@ -1,0 +1,257 @@
+"""The guarantees of the word-substitution mechanisms beyond d_chi and BRR.
+
+Each function returns a `Guarantee` with its unit (per token: every token
+of a text is privatized independently, and the bounds of the tokens of two
+equal-length texts add), its metric (the distance between two tokens in
+which the bound grows; an extended metric, infinite between tokens the
+mechanism does not protect from each other, where it has such pairs), and
+what composes. Metric noise (Mahalanobis, Vickrey) is stated for the
+real-valued mechanism with its float sampling as a condition, as d_chi is
+(`tfdptext.privacy.metric`); the exponential mechanisms state the delta of
+their float sampler (`tfdptext.privacy.exponential`) or, sampled from
+integer thresholds, the exact epsilon of what runs.
+
+Pure Python.
+"""
+
+import math
+
+from tfdptext.privacy import exponential
+from tfdptext.privacy import guarantee as guarantee_lib
+from tfdptext.privacy import metric
+from tfdptext.privacy import validation
+
+TEXT_TO_TEXT_CONDITION = (
+    "special tokens ([PAD] [CLS] [SEP] [MASK] [UNK] [unused*]) are never "
+    "output; [UNK] and every other input token are privatized alike; the "
+    "structural tokens [CLS], [SEP] and [PAD] are released unchanged, so "
+    "the token count (length) is released")
+
+PER_TOKEN_COMPOSITION = (
+    "a sequence of tokens, each privatized independently: the bounds of "
+    "the tokens of two equal-length texts add (sum over positions of "
+    "value * d(x_i, x'_i)); m releases of the same input add their bounds")
+
+
+def mahalanobis_guarantee(eta, lam, dimension, description,
+                          sampling=metric.FLOAT32_SAMPLING, name=None,
+                          extra_conditions=()):
+    """Mahalanobis text-to-text (Xu et al. 2020): eta * d_R metric DP per
+    token, d_R(x, x') = ||Sigma_lambda^{-1/2} (phi(x) - phi(x'))||.
+
+    Example:
+    >>> g = mahalanobis_guarantee(10.0, 0.2, 300, "GloVe")
+    >>> g.unit, g.parameter
+    ('per_token', 'eta')
+    """
+    eta = validation.check_positive("eta", eta)
+    dimension = validation.check_int("dimension", dimension)
+    return guarantee_lib.Guarantee(
+        mechanism=name or "mahalanobis_text_to_text",
+        parameter="eta",
+        value=eta,
+        unit=guarantee_lib.PER_TOKEN,
+        metric=(f"regularized Mahalanobis distance ||Sigma_lambda^(-1/2) "
+                f"(phi(x) - phi(x'))|| over {description}, Sigma_lambda = "
+                f"{lam:g} Sigma + {1.0 - lam:g} I, Sigma their covariance "
+                "scaled to trace n"),
+        composition=PER_TOKEN_COMPOSITION,
+        conditions=(
+            "noise z = Sigma_lambda^(1/2) r p, r ~ Gamma(n, 1/eta), p "
+            "uniform on the sphere: density ~ exp(-eta ||Sigma_lambda^(-1/2)"
+            " z||) (Xu et al. 2020); output = the candidate token nearest "
+            "to phi(x) + z in Euclidean distance (post-processing)",
+            sampling, TEXT_TO_TEXT_CONDITION, *extra_conditions),
+        details={"lambda": lam, "dimension": dimension,
+                 "mean_radius": dimension / eta},
+    )
+
+
+def vickrey_guarantee(base, t):
+    """The underlying noise's guarantee, with the Vickrey choice (Xu et
+    al. 2021) as post-processing."""
+    from dataclasses import replace
+
+    mechanism = base.mechanism.replace("_text_to_text", "")
+    return replace(
+        base, mechanism=f"vickrey_{mechanism}_text_to_text",
+        conditions=base.conditions + (
+            f"Vickrey choice (Xu et al. 2021), threshold t = {t:g}: the "
+            "nearest token w1 with probability (1 - t) d2 / (t d1 + (1 - t) "
+            "d2), else the second nearest w2, d1 <= d2 their distances to "
+            "the noisy vector: post-processing of it, so the bound is the "
+            "noise's",),
+        details={**base.details, "t": t})
+
+
+def race_guarantee(mechanism, epsilon, metric_text, num_candidates,
+                   precision, two_stage, conditions=(), details=None,
+                   composition=PER_TOKEN_COMPOSITION):
+    """An exponential mechanism sampled by the exponential race:
+    epsilon * d metric DP per token with the race's delta at a pair
+    log-ratio of 1 (`tfdptext.privacy.exponential`)."""
+    epsilon = validation.check_positive("epsilon", epsilon)
+    if two_stage:
+        tv = exponential.two_stage_total_variation(num_candidates, precision)
+        sampler = "a two-stage exponential race"
+    else:
+        tv = exponential.race_total_variation(num_candidates, precision)
+        sampler = "an exponential race"
+    return guarantee_lib.Guarantee(
+        mechanism=mechanism,
+        parameter="epsilon",
+        value=epsilon,
+        unit=guarantee_lib.PER_TOKEN,
+        metric=metric_text,
+        delta=exponential.hockey_stick_delta(tv, 1.0),
+        composition=composition,
+        conditions=(*conditions,
+                    exponential.race_condition(tv, precision, sampler),
+                    TEXT_TO_TEXT_CONDITION),
+        details={**(details or {}), "sampler_total_variation": tv,
+                 "precision": precision.name,
+                 "num_candidates": num_candidates},
+    )
+
+
+def pair_delta(guarantee, log_ratio):
+    """The delta a guarantee from `race_guarantee` gives a pair of inputs
+    whose exact log-ratio bound is `log_ratio` (0 without a sampler
+    delta)."""
+    tv = guarantee.details.get("sampler_total_variation")
+    if tv is None:
+        return guarantee.delta
+    if math.isinf(log_ratio):
+        return 1.0
+    return exponential.hockey_stick_delta(tv, log_ratio)
+
+
+def santext_guarantee(epsilon, description, num_candidates, precision,
+                      two_stage=True, sensitive_count=None, keep=None):
+    """SanText (Yue et al. 2021): eps * d metric DP per token over all
+    candidates; SanText+ (`sensitive_count` given): eps * d between two
+    sensitive words, infinite for any pair with a non-sensitive word
+    (released unchanged with probability `keep`)."""
+    conditions = ["exponential mechanism P(y | x) ~ exp(-eps d(x, y) / 2) "
+                  "over the candidates (Yue et al. 2021)"]
+    details = {}
+    if sensitive_count is None:
+        name = "santext_text_to_text"
+        metric_text = f"Euclidean distance between {description}"
+    else:
+        name = "santext_plus_text_to_text"
+        metric_text = (f"Euclidean distance between {description} for two "
+                       "sensitive words; infinite when either word is not "
+                       "sensitive (no protection)")
+        conditions.append(
+            f"SanText+: outputs are the {sensitive_count} sensitive words "
+            "only; a non-sensitive input is released unchanged with "
+            f"probability {keep:.6g} (an integer threshold on 23 bits), "
+            "else sanitized like a sensitive one: a released non-sensitive "
+            "word is the input itself")
+        details = {"sensitive_count": sensitive_count,
+                   "keep_probability": keep}
+    return race_guarantee(name, epsilon, metric_text, num_candidates,
+                          precision, two_stage, conditions, details)
+
+
+def tem_guarantee(epsilon, gamma, description, num_candidates, precision,
+                  two_stage=True, beta=None):
+    """TEM (Carvalho et al. 2023): eps * min(d, gamma) metric DP per token
+    (so at most eps * gamma for any pair)."""
+    gamma = validation.check_positive("gamma", gamma)
+    return race_guarantee(
+        "tem_text_to_text", epsilon,
+        f"min(Euclidean distance between {description}, gamma = "
+        f"{gamma:.6g}) (truncated: any two words at most gamma)",
+        num_candidates, precision, two_stage,
+        conditions=(
+            "truncated exponential mechanism P(y | x) ~ exp(-eps "
+            "min(d(x, y), gamma) / 2) over the candidates: the distribution "
+            "of TEM's selection over L_x = {y: d(x, y) <= gamma} plus a "
+            "uniform word outside L_x (Carvalho et al. 2023)",),
+        details={"gamma": gamma, "beta": beta,
+                 "any_pair_epsilon": epsilon * gamma})
+
+
+def custext_guarantee(epsilon, implemented, top_k, description,
+                      kept_count=0):
+    """CusText (Chen et al. 2023): epsilon-LDP between any two words of
+    the same output set, the exact epsilon of the integer sampler; none
+    across sets or for kept words (CusText+)."""
+    epsilon = validation.check_positive("epsilon", epsilon)
+    conditions = [
+        f"output sets of {top_k} near words of {description} partition the "
+        "vocabulary (Chen et al. 2023's conservative mapping, in table "
+        "order); P(y | x) ~ exp(eps u(x, y) / 2), u the min-max normalised "
+        "negative distance within the set",
+        f"sampled exactly: integer counts out of 2^{23} (each output at "
+        "least 1) compared with one 23-bit integer; the stated epsilon is "
+        "the largest log-ratio of those counts, rounded up (requested "
+        f"{epsilon:g})"]
+    name = "custext_text_to_text"
+    if kept_count:
+        name = "custext_plus_text_to_text"
+        conditions.append(
+            f"CusText+: {kept_count} words (stopwords) are released "
+            "unchanged: no protection for them")
+    return guarantee_lib.Guarantee(
+        mechanism=name,
+        parameter="epsilon",
+        value=implemented,
+        unit=guarantee_lib.PER_TOKEN,
+        metric=("1 between two words of the same output set, infinite "
+                "between words of different sets"
+                + (" or a kept word" if kept_count else "")),
+        composition=PER_TOKEN_COMPOSITION,
+        conditions=(*conditions, TEXT_TO_TEXT_CONDITION),
+        details={"requested_epsilon": epsilon, "top_k": top_k,
+                 "kept_words": kept_count},
+    )
+
+
+def truncated_gumbel_guarantee(epsilon, exact, scale, bound, max_candidates,
+                               num_candidates, mu, description, sampling):
+    """TruncatedGumbel (Carvalho et al. 2021): the exact largest log-ratio
+    over all pairs of inputs (pure LDP per token, computed by numerical
+    integration) when every candidate is within reach of every input;
+    otherwise no worst-case guarantee, and why. `epsilon` is the paper's
+    calibration parameter, never the stated value."""
+    epsilon = validation.check_positive("epsilon", epsilon)
+    name = "truncated_gumbel_text_to_text"
+    mechanism = (
+        f"report-noisy-min: the nearest of x's K nearest words (K ~ "
+        f"Poisson({mu:.4g}) truncated to {max_candidates}, integer counts "
+        f"out of 2^23) after Gumbel(0, {scale:.6g}) noise truncated to "
+        f"|G| <= {bound:.6g} on each distance (Carvalho et al. 2021; the "
+        f"paper's epsilon {epsilon:g} sets the scale)")
+    if exact is None:
+        return guarantee_lib.Guarantee.none(
+            name,
+            f"no worst-case DP bound: a word is only ever replaced by one "
+            f"of its {max_candidates} nearest of {num_candidates} words, so "
+            "two words with different nearest sets each have outputs the "
+            "other never gives (an infinite log-ratio); the paper's epsilon "
+            f"{epsilon:g} only calibrates the noise. Mechanism: {mechanism}. "
+            "pair_bound gives one pair's exact log-ratio")
+    return guarantee_lib.Guarantee(
+        mechanism=name,
+        parameter="epsilon",
+        value=exact,
+        unit=guarantee_lib.PER_TOKEN,
+        metric=f"1 between any two words (all {num_candidates} candidates "
+        "within reach of every input)",
+        composition=PER_TOKEN_COMPOSITION,
+        conditions=(
+            mechanism,
+            "the value is the largest |ln P(y | x) - ln P(y | x')| over all "
+            "inputs and outputs of the exact distribution, computed by "
+            "Gauss-Legendre integration in float64 (not a proof); the "
+            f"paper's epsilon is {epsilon:g}",
+            f"stated for continuous noise; the noise runs in {sampling}, "
+            "the size K exactly",
+            TEXT_TO_TEXT_CONDITION),
+        details={"paper_epsilon": epsilon, "scale": scale,
+                 "max_distance": bound, "max_candidates": max_candidates,
+                 "poisson_mean": mu},
+    )
