@@ -281,6 +281,66 @@ def test_limit_matches_monte_carlo_of_rr_on_predictions(k, a, prior):
         0.25 / half))
 
 
+def test_reference_from_a_confusion_matrix():
+    # Errors spread evenly and a uniform prior: the closed form of rr_limit.
+    k, a = 4, 0.85
+    even = np.full((k, k), (1 - a) / (k - 1) * 300)
+    np.fill_diagonal(even, a * 300)
+    for epsilon in (0.5, 1.0, 4.0):
+        assert limit.rr_reference(epsilon, even) == pytest.approx(
+            limit.rr_limit(epsilon, k, a))
+    # A skewed prior (AG-like) and a classifier that never names the
+    # rarest class: rr_limit's even-errors model sends some of its errors
+    # to that class, which Bayes' rule then decodes to the majority, and
+    # puts the limit above anything this classifier allows; its confusion
+    # matrix does not.
+    skewed = np.array([[600, 100, 0], [80, 170, 0], [30, 20, 0]])
+    accuracy = accuracy_of(skewed)
+    prior = skewed.sum(axis=1)
+    assert limit.rr_limit(8.0, 3, accuracy, prior) > accuracy + 0.03
+    assert limit.rr_reference(8.0, skewed) == pytest.approx(accuracy,
+                                                            abs=0.002)
+    # At a tiny epsilon the release says nothing: the majority class.
+    assert limit.rr_reference(1e-9, skewed) == pytest.approx(
+        700 / skewed.sum(), abs=1e-6)
+    # Monte Carlo: randomized response on those predictions, decoded by
+    # the best table (fitted on one half, scored on the other).
+    rng = np.random.default_rng(5)
+    y = np.repeat(np.repeat(np.arange(3), 3), skewed.ravel())
+    predicted = np.tile(np.arange(3), 9)[np.repeat(np.arange(9),
+                                                    skewed.ravel())]
+    y, predicted = np.tile(y, 400), np.tile(predicted, 400)
+    epsilon = 1.5
+    p = math.exp(epsilon) / (math.exp(epsilon) + 2)
+    other = (predicted + 1 + rng.integers(0, 2, len(y))) % 3
+    released = np.where(rng.random(len(y)) < p, predicted, other)
+    order = rng.permutation(len(y))
+    half = len(y) // 2
+    fit, score = order[:half], order[half:]
+    table = np.zeros((3, 3))
+    np.add.at(table, (released[fit], y[fit]), 1)
+    accuracy = float((table.argmax(axis=1)[released[score]]
+                      == y[score]).mean())
+    assert accuracy == pytest.approx(limit.rr_reference(epsilon, skewed),
+                                     abs=4 * math.sqrt(0.25 / half))
+    report = limit.limit_report(categorical.code_guarantee(2.0, 3), 0.7, 3,
+                                reference_confusion=skewed)
+    assert report["reference_model"] == "confusion"
+    assert report["reference_accuracy"] == pytest.approx(accuracy_of(
+        skewed))
+    assert report["limit"] == pytest.approx(limit.rr_reference(
+        report["epsilon_per_text"], skewed))
+    with pytest.raises(ArgumentError, match="reference_confusion"):
+        limit.limit_report(categorical.code_guarantee(2.0, 3), 0.7, 3,
+                           reference_confusion=np.eye(2))
+    with pytest.raises(ArgumentError, match="confusion"):
+        limit.rr_reference(1.0, [[1, -1], [0, 2]])
+
+
+def accuracy_of(confusion):
+    return np.trace(confusion) / np.sum(confusion)
+
+
 def test_per_text_epsilon_converts_exactly_or_not_at_all():
     coordinate = laplace.laplace_guarantee(0.5, dimension=8)
     assert limit.per_text_epsilon(coordinate)[0] == pytest.approx(4.0)

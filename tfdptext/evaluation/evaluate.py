@@ -309,6 +309,26 @@ def check_reference_run(reference_run, dataset_name=None, n_test=None):
     return float(metrics["test_accuracy"])
 
 
+def reference_confusion(reference_run):
+    """The reference run's test confusion matrix (metrics.json's
+    `test_confusion`; None for a run trained before it was recorded)."""
+    run = rundir.RunDir(reference_run, EvaluationError)
+    return run.read(rundir.METRICS).get("test_confusion")
+
+
+def baseline_confusion(baseline_dir, num_classes):
+    """The confusion matrix of a --baseline_eval's predictions.npz (None
+    when it has none)."""
+    from tfdptext.privacy import limit
+
+    path = os.path.join(baseline_dir, PREDICTIONS)
+    if not os.path.isfile(path):
+        return None
+    stored = np.load(path)
+    return limit.confusion_matrix(stored["labels"], stored["predicted"],
+                                  num_classes)
+
+
 def baseline_reference(baseline_dir, n_test):
     """The accuracy of a --baseline_eval that evaluated a NON-private run
     on the same test split (a reference for the limit), else None."""
@@ -330,19 +350,22 @@ def limit_of(run, accuracy, dataset, reference_run=None, baseline_eval=None):
     from tfdptext.privacy import limit
 
     test, num_classes = dataset.splits["test"], dataset.num_classes
-    reference, source = None, None
+    reference, source, confusion = None, None, None
     if reference_run:
         reference = check_reference_run(reference_run, dataset.name,
                                         len(test))
         source = os.path.abspath(reference_run)
+        confusion = reference_confusion(reference_run)
     elif baseline_eval:
         reference = baseline_reference(baseline_eval, len(test))
-        source = None if reference is None else os.path.abspath(
-            baseline_eval)
+        if reference is not None:
+            source = os.path.abspath(baseline_eval)
+            confusion = baseline_confusion(baseline_eval, num_classes)
     prior = np.bincount(test.labels, minlength=num_classes)
     report = limit.limit_report(Guarantee.from_dict(run.guarantee),
                                 accuracy, num_classes, reference, prior,
-                                num_texts=len(test))
+                                num_texts=len(test),
+                                reference_confusion=confusion)
     report["reference_source"] = source
     return report
 

@@ -116,15 +116,22 @@ def limit_text(limit):
         whose = (f"randomized response on the prediction of the non-private "
                  f"reference (accuracy {_f(limit['reference_accuracy'])}, "
                  f"{limit.get('reference_source')})")
+        decoded = ("decoded by Bayes' rule for its confusion matrix on the "
+                   "test split" if limit.get("reference_model") ==
+                   "confusion" else "its errors taken as spread evenly, "
+                   "decoded by Bayes' rule for the test split's class "
+                   "frequencies")
     else:
         whose = ("randomized response on the true class (a perfect "
                  "classifier; `tfdptext-eval --reference_run` starts from "
                  "the non-private run of the same budget)")
+        decoded = ("decoded by Bayes' rule for the test split's class "
+                   "frequencies")
     kind = ("a proven upper bound" if limit["kind"] == "theorem" else
             "a reference, not a proven bound")
     return (f"Limit at {limit['epsilon_per_text']:.4g} per text (delta "
-            f"{limit['delta']:.2g}), {whose}, decoded by Bayes' rule for the "
-            f"test split's class frequencies: {_f(limit['limit'])} ({kind}); "
+            f"{limit['delta']:.2g}), {whose}, {decoded}: "
+            f"{_f(limit['limit'])} ({kind}); "
             f"this release reaches {limit['share_of_limit']:.3f} of it"
             + (f" (95% interval {limit['share_of_limit_95'][0]:.3f}-"
                f"{limit['share_of_limit_95'][1]:.3f} over "

@@ -271,6 +271,9 @@ def limit_curve(limit, epsilons):
     `epsilons` per text, same K, reference, prior and delta."""
     from tfdptext.privacy import limit as limit_lib
 
+    if limit.get("reference_confusion") is not None:
+        return [limit_lib.rr_reference(e, limit["reference_confusion"],
+                                       limit["delta"]) for e in epsilons]
     return [limit_lib.rr_limit(e, limit["num_classes"],
                                limit["reference_accuracy"], limit["prior"],
                                limit["delta"]) for e in epsilons]

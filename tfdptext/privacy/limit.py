@@ -97,6 +97,51 @@ def rr_limit(epsilon, num_classes, reference_accuracy=1.0, prior=None,
     return float(np.maximum(prior * keep, best_other * spread).sum())
 
 
+def confusion_matrix(labels, predicted, num_classes):
+    """(K, K) counts: row the true class, column the predicted one."""
+    counts = np.zeros((num_classes, num_classes), np.int64)
+    np.add.at(counts, (np.asarray(labels, np.int64),
+                       np.asarray(predicted, np.int64)), 1)
+    return counts
+
+
+def rr_reference(epsilon, confusion, delta=0.0):
+    """Accuracy of K-ary randomized response on a classifier's actual
+    predictions, decoded by Bayes' rule for their joint law with the true
+    class: sum over released r of max_k P(class k, released r), where
+    P(k, r) = sum_c confusion[k, c] / n * T[c, r] and T keeps the
+    prediction with probability p = `identification_bound` (else another
+    class uniformly).
+
+    Unlike `rr_limit` with a < 1, this assumes nothing about how the
+    classifier errs: it is the expected accuracy, on the texts `confusion`
+    counts, of a release one can build (randomized response on that
+    classifier's prediction, decoded by the table fitted to its confusion
+    matrix). As epsilon grows it tends to the accuracy of the best
+    relabelling of the predictions (the classifier's own when no
+    prediction is more often another class); `rr_limit`'s even-errors
+    model can sit well above it when the prior is skewed.
+
+    Example:
+    >>> round(rr_reference(2.0, [[45, 5], [10, 40]]), 3)
+    0.767
+    """
+    counts = np.asarray(confusion, np.float64)
+    if counts.ndim != 2 or counts.shape[0] != counts.shape[1] or \
+            counts.shape[0] < 2 or not np.isfinite(counts).all() or \
+            (counts < 0).any() or counts.sum() <= 0:
+        raise ArgumentError(
+            "`confusion` must be a square (K, K) matrix of non-negative "
+            f"counts, K >= 2, not all zero; received shape {counts.shape}.")
+    num_classes = counts.shape[0]
+    p = identification_bound(epsilon, num_classes, delta)
+    channel = np.full((num_classes, num_classes),
+                      (1.0 - p) / (num_classes - 1))
+    np.fill_diagonal(channel, p)
+    joint = (counts / counts.sum()) @ channel
+    return float(joint.max(axis=0).sum())
+
+
 def per_text_epsilon(guarantee):
     """(epsilon, delta) of the whole release of one text, or None when
     the guarantee has no single epsilon for two arbitrary texts.
@@ -135,7 +180,7 @@ def _no_limit(guarantee):
 
 
 def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
-                 prior=None, num_texts=None):
+                 prior=None, num_texts=None, reference_confusion=None):
     """The limit beside a private accuracy.
 
     Args:
@@ -148,6 +193,13 @@ def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
         num_texts: how many test texts `accuracy` was measured on: adds
             the 95% interval of the share (the limit bounds the expected
             accuracy; a finite test set can land above it by chance).
+        reference_confusion: the non-private classifier's (K, K) confusion
+            matrix on the same test texts: the limit is then
+            `rr_reference` (randomized response on its actual
+            predictions), and `reference_accuracy` is read from it. Without
+            it, errors are taken as spread evenly over the other classes,
+            which with a skewed prior can put the limit above the
+            reference's own accuracy.
 
     Returns a dict: "applies" False with a "reason", or K, the per-text
     epsilon and delta, the `limit` and `share_of_limit` (accuracy / limit),
@@ -161,12 +213,22 @@ def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
     epsilon, delta = per_text
     uniform = prior is None or np.allclose(
         _check_prior(prior, num_classes), 1.0 / num_classes)
-    if reference_accuracy is None:
+    if reference_confusion is not None:
+        counts = np.asarray(reference_confusion, np.float64)
+        if counts.shape != (num_classes, num_classes):
+            raise ArgumentError(
+                f"`reference_confusion` must be ({num_classes}, "
+                f"{num_classes}), received shape {counts.shape}.")
+        limit = rr_reference(epsilon, counts, delta)
+        reference = float(np.trace(counts) / counts.sum())
+        reference_accuracy = reference
+    elif reference_accuracy is None:
         reference = 1.0
+        limit = rr_limit(epsilon, num_classes, reference, prior, delta)
     else:
         reference = validation.check_rate(
             "reference_accuracy", reference_accuracy, include_one=True)
-    limit = rr_limit(epsilon, num_classes, reference, prior, delta)
+        limit = rr_limit(epsilon, num_classes, reference, prior, delta)
     bound = rr_limit(epsilon, num_classes, 1.0, prior, delta)
     bound_proven = uniform or num_classes == 2
     proven = reference == 1.0 and bound_proven
@@ -177,6 +239,10 @@ def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
         "delta": float(delta),
         "reference_accuracy": float(reference),
         "reference_given": reference_accuracy is not None,
+        "reference_model": ("confusion" if reference_confusion is not None
+                            else "even errors"),
+        "reference_confusion": (None if reference_confusion is None else
+                                np.asarray(reference_confusion).tolist()),
         "prior": None if prior is None else _check_prior(
             prior, num_classes).tolist(),
         "limit": float(limit),

@@ -269,11 +269,16 @@ def _predictions(model, batches):
     return np.concatenate(labels), np.concatenate(predicted)
 
 
-def _scores(model, batches):
-    """{"accuracy", "macro_f1"} of `model` (features -> task logits)."""
+def _scores(model, batches, num_classes):
+    """{"accuracy", "macro_f1", "confusion"} of `model` (features -> task
+    logits); confusion: (K, K) counts, row the true class."""
+    from tfdptext.privacy import limit
+
     y_true, y_pred = _predictions(model, batches)
     return {"accuracy": metrics_lib.accuracy(y_true, y_pred),
-            "macro_f1": metrics_lib.macro_f1(y_true, y_pred)}
+            "macro_f1": metrics_lib.macro_f1(y_true, y_pred),
+            "confusion": limit.confusion_matrix(y_true, y_pred,
+                                                num_classes).tolist()}
 
 
 def _versions():
@@ -314,8 +319,8 @@ def _measure(config, built, dataset, guarantee, session, *, dev_batches,
     """Step 5: dev and test accuracy and macro-F1 (on clean labels), and the
     metrics dict (written last as metrics.json by `train`); `labels` are
     the randomized labels of a --label_epsilon run."""
-    dev = _scores(built.split.model, dev_batches)
-    test = _scores(built.split.model, test_batches)
+    dev = _scores(built.split.model, dev_batches, dataset.num_classes)
+    test = _scores(built.split.model, test_batches, dataset.num_classes)
     history = session.history.history
     test_labels = dataset.splits["test"].labels
     num_codes = None
@@ -352,6 +357,9 @@ def _measure(config, built, dataset, guarantee, session, *, dev_batches,
         "test_accuracy": test["accuracy"],
         "dev_macro_f1": dev["macro_f1"],
         "test_macro_f1": test["macro_f1"],
+        # Row the true class, column the predicted one (the limit of a
+        # private run that names this run as its reference uses it).
+        "test_confusion": test["confusion"],
         "epochs": config.epochs,
         "epochs_run_this_session": len(history.get("loss", [])),
         "history": {k: [float(v) for v in vals]
