@@ -106,13 +106,41 @@ def _run(dataset, release, epsilon, reference):
     return run
 
 
+def _reference_confusion(dataset):
+    """The non-private run's test confusion matrix, from its evaluation's
+    predictions (runs made before metrics.json recorded it included)."""
+    import numpy as np
+
+    from tfdptext.privacy import limit as limit_lib
+
+    stored = np.load(os.path.join(_cell(dataset, REFERENCE), "eval",
+                                  "predictions.npz"))
+    return limit_lib.confusion_matrix(stored["labels"], stored["predicted"],
+                                      CLASSES[dataset])
+
+
+def _limit_of(dataset, limit, accuracy):
+    """The cell's limit from the reference's confusion matrix
+    (`limit.rr_reference`), whatever model its eval.json used."""
+    from tfdptext.privacy import limit as limit_lib
+
+    if not limit.get("applies"):
+        return limit
+    value = limit_lib.rr_reference(limit["epsilon_per_text"],
+                                   _reference_confusion(dataset),
+                                   limit["delta"])
+    return {**limit, "limit": value, "share_of_limit": accuracy / value,
+            "reference_model": "confusion"}
+
+
 def _row(dataset, release, epsilon, run):
     with open(os.path.join(run, "metrics.json")) as f:
         metrics = json.load(f)
     with open(os.path.join(run, "eval", "eval.json")) as f:
         result = json.load(f)
     utility = result["utility"]
-    limit = utility.get("limit") or {}
+    limit = _limit_of(dataset, utility.get("limit") or {},
+                      utility["accuracy"])
     entity = result.get("attack", {}).get("empirical_privacy", {}).get(
         "entity", {})
     return {"dataset": dataset, "release": release,
@@ -177,14 +205,10 @@ def _plot(rows, path):
         limited = [r for r in part if r.get("limit") is not None]
         if reference and limited:
             a = reference[0]["accuracy"]
-            first = limited[0]
-            with open(os.path.join(_cell(dataset, first["release"],
-                                         f"{first['epsilon']:g}"),
-                                   "eval", "eval.json")) as f:
-                prior = json.load(f)["utility"]["limit"]["prior"]
+            confusion = _reference_confusion(dataset)
             eps = [r["epsilon"] for r in limited]
             grid = np.geomspace(min(eps) / 1.3, max(eps) * 1.3, 80)
-            ax.plot(grid, [limit_lib.rr_limit(e, CLASSES[dataset], a, prior)
+            ax.plot(grid, [limit_lib.rr_reference(e, confusion)
                            for e in grid], "k--", linewidth=1,
                     label="limit (RR on the non-private prediction)")
             ax.axhline(a, color="grey", linestyle=":",

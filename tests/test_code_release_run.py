@@ -4,8 +4,6 @@ backbone and the synthetic corpus."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -23,8 +21,6 @@ from tfdptext.export.local import ExportedPipeline
 from tfdptext.models import secure
 from tfdptext.privacy import categorical
 from tfdptext.training import label_privacy
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _config(preset, **kwargs):
@@ -204,39 +200,3 @@ def test_label_privacy_run_draws_labels_once(tiny_preset, corpus, tmp_path):
                     label_epsilon=2.0)
     with pytest.raises(ValueError, match="never drawn again"):
         label_privacy.randomized_labels(run, other, corpus, ValueError)
-
-
-def test_program_trains_exports_and_predicts_a_code_on_own_csv(
-        tiny_preset, tmp_path):
-    lines = ["text,label"]
-    rng = np.random.default_rng(0)
-    for i in range(160):
-        label = ["Good", "Bad"][i % 2]
-        word = rng.choice(["great", "lovely"] if label == "Good" else
-                          ["awful", "broken"])
-        lines.append(f"the {word} thing number {i},{label}")
-    for name, rows in (("train.csv", lines), ("test.csv", lines[:41])):
-        (tmp_path / name).write_text("\n".join(rows) + "\n")
-    run, out = str(tmp_path / "run"), str(tmp_path / "export")
-    common = dict(capture_output=True, text=True, timeout=600)
-    train = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "train", "tfdptext-train"),
-         "--mode=robust", "--release=code", "--epsilon=2", "--dataset=csv",
-         f"--train_file={tmp_path / 'train.csv'}",
-         f"--test_file={tmp_path / 'test.csv'}", f"--preset={tiny_preset}",
-         "--max_length=16", "--epochs=1", "--learning_rate=3e-3",
-         f"--output_dir={run}"], **common)
-    assert train.returncode == 0, train.stderr[-2000:]
-    assert "per text" in train.stdout and "Limit at" in train.stdout
-    export = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "export", "tfdptext-export"),
-         f"--model_dir={run}", f"--output_dir={out}", "--lengths=16"],
-        **common)
-    assert export.returncode == 0, export.stderr[-2000:]
-    predict = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "export", "tfdptext-predict"),
-         f"--export_dir={out}", "the lovely thing"], **common)
-    assert predict.returncode == 0, predict.stderr[-2000:]
-    assert "private_code" in predict.stdout
-    assert ("label Good" in predict.stdout) != ("label Bad" in
-                                                predict.stdout)

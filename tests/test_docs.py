@@ -43,6 +43,11 @@ COVERED = {
     "make test": ".ci/run runs it: it is this suite",
     "make bazel-test": "not in CI; tests/BUILD holds the same files",
 }
+# The attackers as logistic regressions (seconds, where five Keras MLPs
+# take half a minute; the MLP attackers are tested in test_eval_run.py).
+EVAL_FAST = ["--max_attack_examples=24", "--deniability_tokens=3",
+             "--deniability_samples=10", "--plots=false",
+             "--attackers=logistic_regression"]
 # Appended to each program's command (later flags win in absl).
 FAST = ["--max_length=64", "--epochs=1", "--max_train_examples=48",
         "--max_dev_examples=16", "--batch_size=16"]
@@ -59,12 +64,14 @@ def overrides(program, argv, preset):
         "tfdptext-pretrain": [*tiny, "--steps=2",
                               "--max_length=32", "--max_examples=64",
                               "--heldout_examples=16", "--batch_size=8"],
-        "tfdptext-eval": ["--max_attack_examples=24",
-                          "--deniability_tokens=3",
-                          "--deniability_samples=10", "--plots=false"],
+        "tfdptext-eval": EVAL_FAST,
+        # One phone-model length unless the command chooses them (every
+        # default length is converted in tests/test_export.py).
+        "tfdptext-export": [] if any(a.startswith("--lengths")
+                                     for a in argv) else ["--lengths=16"],
         "tfdptext-sweep": [f"--train_args=--preset={preset}",
                            *[f"--train_args={f}" for f in FAST],
-                           "--eval_args=--max_attack_examples=24"],
+                           *[f"--eval_args={f}" for f in EVAL_FAST]],
         "tfdptext-audit": ["--word_buffers=2"] if "--random_words" in argv
         else ["--mechanisms=laplace_vector,broken_noise_off",
               "--samples=20000"],
@@ -147,6 +154,25 @@ def _resolve(argv):
     return [a.replace("../shared", SHARED) for a in argv]
 
 
+# Commands that write only their --output_dir, already run with the same
+# arguments by an earlier document (the README's quickstart and the export
+# guide share their run and export): their output is copied, not remade.
+_REUSABLE = ("tfdptext-train", "tfdptext-export")
+_RAN = {}
+
+
+def _reuse(name, argv, cwd):
+    """Copies the output of the same command run for an earlier document
+    into `cwd`; False when there is none."""
+    earlier = _RAN.get((name, tuple(argv)))
+    if name not in _REUSABLE or earlier is None:
+        return False
+    output = next(a.split("=", 1)[1] for a in argv
+                  if a.startswith("--output_dir="))
+    shutil.copytree(os.path.join(earlier, output), os.path.join(cwd, output))
+    return True
+
+
 @pytest.mark.parametrize("doc", DOCS)
 def test_every_command_runs(doc, tiny_preset, tmp_path):
     cwd = _workspace(tmp_path)
@@ -160,7 +186,14 @@ def test_every_command_runs(doc, tiny_preset, tmp_path):
     for name, argv in runnable:
         command = [sys.executable, "-m", f"tfdptext.cli.{MODULES[name]}",
                    *_resolve(argv), *overrides(name, argv, tiny_preset)]
+        if _reuse(name, argv, cwd):
+            continue
         result = subprocess.run(command, cwd=str(cwd), capture_output=True,
                                 text=True, timeout=600, env=env)
         assert result.returncode == 0, (
             f"{doc}: {name} {' '.join(argv)}\n{result.stderr[-3000:]}")
+        if name == "tfdptext-predict":
+            # The answer is a label name of the run's data.
+            assert re.search(r"label \w+ \(\d+\)", result.stdout), \
+                result.stdout
+        _RAN[(name, tuple(argv))] = cwd

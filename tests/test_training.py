@@ -98,7 +98,7 @@ def test_frozen_user_side_does_not_change(tiny_preset, corpus):
     batches = tokenizer.encode_dataset(corpus.tf_dataset("train"), 32).map(
         lambda f, y, p: (f, y))
     server_before = [w.numpy().copy() for w in split.server.trainable_weights]
-    split.model.fit(batches, epochs=1, verbose=0)
+    split.model.fit(batches, epochs=1, verbose=0, shuffle=False)
     for old, new in zip(before, split.user.weights):
         np.testing.assert_array_equal(old, new.numpy())
     assert any(not np.array_equal(o, n.numpy()) for o, n in
@@ -510,7 +510,7 @@ def test_measured_macro_f1_is_the_evaluation_metric(tiny_preset, corpus):
                                  tokenizer, 2)
     batches = trainer.pipeline.batches(tokenizer, corpus, "test",
                                        batch_size=32)
-    scores = trainer._scores(split.model, batches)
+    scores = trainer._scores(split.model, batches, 2)
     logits = split.model.predict(batches, verbose=0)
     y_pred = logits.argmax(axis=1)
     y_true = corpus.splits["test"].labels
@@ -518,6 +518,11 @@ def test_measured_macro_f1_is_the_evaluation_metric(tiny_preset, corpus):
         metrics_lib.macro_f1(y_true, y_pred))
     assert scores["accuracy"] == pytest.approx(
         float((y_true == y_pred).mean()))
+    # The confusion matrix: row the true class, column the predicted one.
+    confusion = np.asarray(scores["confusion"])
+    assert confusion.sum() == len(y_true)
+    assert confusion[1, 0] == int(((y_true == 1) & (y_pred == 0)).sum())
+    assert np.trace(confusion) == int((y_true == y_pred).sum())
 
 
 def test_weighted_batches_carry_each_examples_class_weight(tiny_preset,

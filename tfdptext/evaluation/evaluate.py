@@ -399,11 +399,18 @@ def token_recovery(spec, released, ids, mask, table, special):
 def corpus_privatizer(run):
     """The run's token mechanism off device, to sample it many times: the
     offline twin of its text-to-text privatizer (`tfdptext.offline`, the
-    same parameters and table, os.urandom)."""
+    same parameters and table, os.urandom); for d_chi noise on token
+    embeddings (token_rep), d_chi text-to-text on the same table and eta
+    (its noisy vectors' nearest tokens, Qu et al. Sec. 5.4)."""
     from tfdptext.models import secure
+    from tfdptext.offline import DChiCorpusPrivatizer
 
     _, privatizer = secure.find_layers(run.user)
-    return privatizer.corpus_privatizer()
+    if hasattr(privatizer, "corpus_privatizer"):
+        return privatizer.corpus_privatizer()
+    return DChiCorpusPrivatizer(
+        run.embedding_table(), run.config["eta"],
+        special_token_ids=run.tokenizer.special_token_ids)
 
 
 def token_level(run, released, features, num_tokens, num_samples, seed=0):
