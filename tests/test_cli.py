@@ -264,6 +264,8 @@ def test_console_scripts_import_and_expose_main():
 
 @pytest.mark.parametrize("flag, named", [
     ("--eta=0", "`eta`"),
+    ("--mode=none --eta=80", "`eta`"),
+    ("--eta=80 --eval_every=0", "`eval_every`"),
     ("--eta=80 --objective=probabilistic --num_privatizations=1",
      "`num_privatizations`")])
 def test_pretrain_refuses_bad_flags_before_any_work(tmp_path, flag, named):

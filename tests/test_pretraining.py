@@ -254,6 +254,97 @@ def test_probabilistic_targets_are_counts_of_k_privatizations(
         targets[masked], np.eye(len(TOY_VOCAB))[original])
 
 
+@pytest.mark.parametrize("objective", ["vanilla", "probabilistic",
+                                       "denoising"])
+def test_clean_mode_targets_the_original_ids_of_the_masked_text(
+        toy_tokenizer, toy_masker, objective):
+    mlm, backbone = _toy_model("none", objective, eta=None)
+    assert mlm.privatizer is None
+    batch = _toy_batch(toy_tokenizer, toy_masker)
+    out = mlm(batch)
+    positions = batch["mask_positions"].numpy()
+    masked = batch["mask_weights"].numpy() > 0
+    original = _take(batch["token_ids"].numpy(), positions)
+    hard = objectives.hard_targets(out["targets"]).numpy()
+    np.testing.assert_array_equal(hard[masked], original[masked])
+    if objective == "probabilistic":  # K identical draws: one-hot
+        np.testing.assert_array_equal(
+            out["targets"].numpy()[masked],
+            np.eye(len(TOY_VOCAB))[original[masked]])
+    # The server's input is BERT's masking of the clean text, nothing else.
+    sequence = backbone({"token_ids": batch["masked_ids"],
+                         "padding_mask": batch["padding_mask"],
+                         "segment_ids": batch["segment_ids"]})[
+        "sequence_output"]
+    np.testing.assert_allclose(
+        out["logits"].numpy(),
+        mlm.mlm_head(sequence, mask_positions=batch["mask_positions"]),
+        rtol=1e-5, atol=1e-5)
+    guarantee = mlm.guarantee()
+    assert not guarantee.is_private and guarantee.value is None
+    assert "NO privacy guarantee" in str(guarantee)
+    assert "releases nothing" in str(guarantee)
+
+
+def _answer_at_input_accuracy(masker, *, shuffle_rows, seed=0):
+    """Held-out masked-token accuracy of a toy clean MLM trained for 200
+    steps on random token sequences (nothing to predict from context) with
+    the original token at the input of every masked position (no [MASK]).
+    `shuffle_rows`: each row's input is the previous row's sequence, so it
+    holds no answer (what misaligned labels would look like)."""
+    from tfdptext import seeding
+
+    rng = np.random.default_rng(seed)
+    regular = np.arange(len(TOY_SPECIAL), len(TOY_VOCAB))
+
+    def batch(rows=8, length=12):
+        ids = rng.choice(regular, size=(rows, length)).astype(np.int32)
+        ids[:, 0], ids[:, -1] = 2, 3  # [CLS], [SEP]
+        features = {"token_ids": tf.constant(ids),
+                    "padding_mask": tf.ones_like(ids, dtype=tf.bool),
+                    "segment_ids": tf.zeros_like(ids)}
+        features.update(masker(features["token_ids"]))
+        answer = features["token_ids"]
+        if shuffle_rows:
+            answer = tf.roll(answer, shift=1, axis=0)
+        return {**features, "masked_ids": answer}
+
+    def dataset(n):
+        batches = [batch() for _ in range(n)]
+        return tf.data.Dataset.from_tensor_slices(
+            {k: tf.stack([b[k] for b in batches]) for k in batches[0]})
+
+    config = PretrainConfig(objective="vanilla", mode="none",
+                            preset="toy").validate()
+    with seeding.scoped_seed(seed):
+        backbone = keras_hub.models.BertBackbone(
+            vocabulary_size=len(TOY_VOCAB), num_layers=1, num_heads=1,
+            hidden_dim=8, intermediate_dim=16, max_sequence_length=16,
+            dropout=0.0)
+        mlm = model_lib.build_mlm(config, backbone, TextTokenizer(
+            TOY_VOCAB, max_length=16))
+        train, heldout = dataset(200), dataset(20)
+        mlm(next(iter(train)))
+    # Unit-scale, well-separated token vectors (keras-hub's 0.02-scale
+    # initial table makes the tied output layer slow to learn anything).
+    backbone.token_embedding.embeddings.assign(
+        rng.normal(size=(len(TOY_VOCAB), 8)))
+    mlm.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False)
+    mlm.fit(train, epochs=1, verbose=0)
+    return mlm.evaluate(heldout, verbose=0,
+                        return_dict=True)["original_accuracy"]
+
+
+def test_labels_are_aligned_with_the_masked_positions(toy_masker):
+    """Given the answer at the input, the MLM learns to read it off: its
+    labels are the tokens at the positions its logits are taken from. On
+    random sequences nothing else predicts a token, so labels taken from
+    other positions or rows would stay near chance (1/15): the contrast,
+    where each input is another row's, shows it."""
+    assert _answer_at_input_accuracy(toy_masker, shuffle_rows=False) > 0.95
+    assert _answer_at_input_accuracy(toy_masker, shuffle_rows=True) < 0.3
+
+
 def test_frozen_embedding_bit_identical_after_training_steps(toy_tokenizer,
                                                              toy_masker):
     mlm, backbone = _toy_model("text_to_text", "vanilla")
@@ -330,6 +421,28 @@ def test_masker_never_selects_special_tokens_or_padding(tokenizer):
     assert 0.2 * selectable < selected <= 4 * 90
 
 
+def test_heldout_masks_are_fixed_by_the_seed_and_training_masks_are_not(
+        tokenizer):
+    texts = ["one two three four five six seven eight nine ten"] * 8
+    options = dict(mask_rate=0.3, max_predictions=4, batch_size=4)
+
+    def masks(seed):
+        batches = masking.heldout_batches(texts, tokenizer, seed=seed,
+                                          **options)
+        return np.concatenate([b["mask_positions"].numpy()
+                               for b in batches])
+
+    first = masks(0)
+    np.testing.assert_array_equal(first, masks(0))  # rebuilt: same masks
+    assert not np.array_equal(first, masks(1))
+    # The seed stays inside: training masks (traced afterwards) differ.
+    encode = masking.batch_encoder(tokenizer, masking.masker_for(
+        tokenizer, mask_rate=0.3, max_predictions=4))
+    draws = [encode(tf.constant(texts[:4]))["mask_positions"].numpy()
+             for _ in range(2)]
+    assert not np.array_equal(*draws)
+
+
 def test_masker_toy_vocabulary_scattered_specials():
     rng = np.random.default_rng(1)
     special = [0, 7, 13, 42]
@@ -355,6 +468,10 @@ def test_masker_toy_vocabulary_scattered_specials():
     ({"num_privatizations": 1}, "num_privatizations"),
     ({"num_privatizations": 2.5}, "num_privatizations"),
     ({"mode": "seq_rep"}, "mode"),
+    ({"mode": "none"}, "eta"),  # eta 50 given: none has no eta
+    ({"mode": "text_to_text", "eta": None}, "eta"),
+    ({"eval_every": 0}, "eval_every"),
+    ({"eval_every": 2.5}, "eval_every"),
     ({"mask_rate": 0.0}, "mask_rate"),
     ({"mask_rate": 1.0}, "mask_rate"),
     ({"max_predictions": 0}, "max_predictions"),
@@ -378,7 +495,7 @@ def test_config_fields_carry_flag_metadata():
     assert all(f.metadata.get("help") for f in fields.values())
     assert fields["objective"].metadata["choices"] == (
         "vanilla", "probabilistic", "denoising")
-    assert fields["mode"].metadata["choices"] == ("token_rep",
+    assert fields["mode"].metadata["choices"] == ("none", "token_rep",
                                                   "text_to_text")
 
 
@@ -416,21 +533,23 @@ def _run_config(preset, **kwargs):
                   mode="token_rep", eta=100.0, preset=preset,
                   corpus="synthetic",
                   max_length=16, batch_size=16, steps=5, checkpoint_every=2,
-                  heldout_examples=16, learning_rate=5e-3)
+                  eval_every=1, heldout_examples=16, learning_rate=5e-3)
     values.update(kwargs)
     return PretrainConfig(**values)
 
 
 @pytest.fixture(scope="module")
 def interrupted_run(tiny_preset, tmp_path_factory):
-    """A run killed in its second checkpoint period, then resumed."""
+    """A run killed in its second checkpoint period, after its held-out
+    evaluation at step 3 (past the checkpoint at step 2), then resumed."""
     out = str(tmp_path_factory.mktemp("pretrain") / "run")
     with pytest.raises(KeyboardInterrupt):
         pretrain(_run_config(tiny_preset), out, verbose=0,
-                 callbacks=[_Interrupt(at=3)])
+                 callbacks=[_Interrupt(at=4)])
     run = layout.PretrainDir(out)
     first = {"checkpoint": run.read_checkpoint(),
              "start": run.read(layout.START_EVAL),
+             "curve": run.read(layout.HELDOUT_CURVE)["points"],
              "finished": run.exists(layout.METRICS)}
     metrics = pretrain(_run_config(tiny_preset), out, verbose=0)
     return out, first, metrics
@@ -443,9 +562,19 @@ def test_resume_after_interruption(interrupted_run):
     assert metrics["steps_run_this_session"] == 3  # steps 1-2 were kept
     assert metrics["optimizer_steps"] == 5  # the optimizer state resumed
     assert metrics["heldout"]["start"] == first["start"]
+    # The curve goes on: the point after the checkpoint (step 3) was
+    # evaluated again by the resumed run, on the same (seeded) masks.
+    assert [p["step"] for p in first["curve"]] == [0, 1, 2, 3]
+    curve = metrics["heldout"]["curve"]
+    assert [p["step"] for p in curve] == [0, 1, 2, 3, 4, 5]
+    assert curve[:3] == first["curve"][:3]
+    assert curve[0] == {"step": 0, **first["start"]}
+    assert curve[-1] == {"step": 5, **metrics["heldout"]["end"]}
     run = layout.PretrainDir(out)
     assert not run.exists(layout.CHECKPOINT)  # removed once finished
     assert os.listdir(run.file(layout.LOGS))
+    assert os.listdir(os.path.join(run.file(layout.LOGS),
+                                   layout.HELDOUT_LOGS))
     with open(run.file(layout.METRICS)) as f:
         assert json.load(f)["steps"] == 5
 
@@ -526,3 +655,23 @@ def test_finished_run_is_kept_and_other_runs_refused(interrupted_run,
     with pytest.raises(TfdptextError, match="objective"):
         pretrain(_run_config(tiny_preset, objective="denoising"), out,
                  verbose=0)
+
+
+def test_clean_baseline_run_states_no_guarantee_and_logs_its_curve(
+        tiny_preset, tmp_path):
+    out = str(tmp_path / "clean")
+    metrics = pretrain(_run_config(tiny_preset, mode="none", eta=None,
+                                   objective="vanilla", steps=3,
+                                   checkpoint_every=3, eval_every=2), out,
+                       verbose=0)
+    assert metrics["mode"] == "none" and metrics["mechanism"] == "none"
+    assert metrics["eta"] is None
+    assert metrics["guarantee"]["unit"] == "none"
+    assert metrics["guarantee"]["value"] is None
+    assert "NO privacy guarantee" in metrics["guarantee_text"]
+    assert "releases nothing" in metrics["guarantee_scope"]
+    curve = metrics["heldout"]["curve"]
+    assert [p["step"] for p in curve] == [0, 2, 3]
+    for point in curve:  # no privatization: the target is the original
+        assert point["target_accuracy"] == point["original_accuracy"]
+    assert metrics["heldout"]["eval_every"] == 2

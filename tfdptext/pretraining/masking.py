@@ -126,10 +126,21 @@ def training_batches(texts, encode, *, batch_size, seed, skip_steps=0):
         tf.data.AUTOTUNE)
 
 
-def heldout_batches(texts, encode, *, batch_size):
-    """Masked batches of `texts`, masked once per process: iterating again
-    gives the same masks, so the start and end evaluations of a session
-    predict the same positions (the privacy noise is fresh each time)."""
-    ds = tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
-    return ds.batch(batch_size).map(encode).cache().prefetch(
-        tf.data.AUTOTUNE)
+def heldout_batches(texts, tokenizer, *, mask_rate, max_predictions,
+                    batch_size, seed):
+    """Masked batches of `texts`, masked once with masks fixed by `seed`:
+    iterating again, or building them again in another process, gives the
+    same masks, so every evaluation of a run, resumed or not, predicts the
+    same positions (the privacy noise is fresh each time).
+
+    The masking is traced here, under `seed` (a scoped seed: nothing else
+    is seeded by it), when the dataset maps it."""
+    from tfdptext import seeding
+
+    with seeding.scoped_seed(seed):
+        encode = batch_encoder(tokenizer, masker_for(
+            tokenizer, mask_rate=mask_rate, max_predictions=max_predictions))
+        ds = tf.data.Dataset.from_tensor_slices(tf.constant(texts,
+                                                            tf.string))
+        ds = ds.batch(batch_size).map(encode)
+    return ds.cache().prefetch(tf.data.AUTOTUNE)
