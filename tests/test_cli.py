@@ -266,6 +266,7 @@ def test_console_scripts_import_and_expose_main():
     ("--eta=0", "`eta`"),
     ("--mode=none --eta=80", "`eta`"),
     ("--eta=80 --eval_every=0", "`eval_every`"),
+    ("--eta=80 --head_rate_multiplier=0.5", "`head_rate_multiplier`"),
     ("--eta=80 --objective=probabilistic --num_privatizations=1",
      "`num_privatizations`")])
 def test_pretrain_refuses_bad_flags_before_any_work(tmp_path, flag, named):

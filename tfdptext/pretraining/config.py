@@ -5,6 +5,8 @@ fields' metadata (`tfdptext.cli.flags.define_flags(PretrainConfig)`).
 """
 
 import dataclasses
+import math
+import numbers
 import os
 
 from tfdptext.errors import ArgumentError
@@ -36,6 +38,9 @@ DEFAULT_MASK_RATE = 0.15
 DEFAULT_MAX_PREDICTIONS = 20
 DEFAULT_MAX_LENGTH = 128
 DEFAULT_EVAL_EVERY = 100
+# The MLM head's rate over the encoder's (docs/benchmarks.md, "Why the MLM
+# learned slowly").
+DEFAULT_HEAD_RATE_MULTIPLIER = 100.0
 # Fields that may change when an interrupted run is resumed.
 RESUMABLE_CHANGES = ("steps", "checkpoint_every", "eval_every")
 
@@ -126,8 +131,12 @@ class PretrainConfig:
     checkpoint_every: int = _field(
         100, "Save a resumable checkpoint every N steps.")
     learning_rate: float = _field(
-        1e-4, "Peak AdamW learning rate (linear warm-up, then linear decay "
-        "to 0 at --steps).")
+        1e-4, "Peak AdamW learning rate of the encoder (linear warm-up, "
+        "then linear decay to 0 at --steps).")
+    head_rate_multiplier: float = _field(
+        DEFAULT_HEAD_RATE_MULTIPLIER, "The new MLM head's peak learning "
+        "rate over --learning_rate, >= 1 (same schedule): the head starts "
+        "from random weights, the encoder does not.")
     warmup_fraction: float = _field(
         0.1, "Fraction of --steps of linear learning-rate warm-up, in "
         "[0, 1).")
@@ -161,6 +170,14 @@ class PretrainConfig:
             validation.check_int("max_examples", self.max_examples, minimum=1)
         self.learning_rate = validation.check_positive("learning_rate",
                                                        self.learning_rate)
+        multiplier = self.head_rate_multiplier
+        if (isinstance(multiplier, bool)
+                or not isinstance(multiplier, numbers.Real)
+                or not 1.0 <= multiplier < math.inf):
+            raise ArgumentError(
+                f"`head_rate_multiplier` must be a finite number >= 1 "
+                f"(allowed range: [1, inf)), received {multiplier!r}.")
+        self.head_rate_multiplier = float(multiplier)
         self.warmup_fraction = validation.check_rate("warmup_fraction",
                                                      self.warmup_fraction)
         self.mask_rate = validation.check_rate("mask_rate", self.mask_rate)

@@ -27,7 +27,9 @@ from tfdptext.pretraining import objectives
 from tfdptext.pretraining.config import NONE
 from tfdptext.pretraining.config import PROBABILISTIC
 from tfdptext.pretraining.config import PretrainConfig
+from tfdptext.pretraining.model import MLM_HEAD
 from tfdptext.pretraining.model import build_mlm
+from tfdptext.pretraining.optimizer import HeadRateAdamW
 from tfdptext.training import devices
 from tfdptext.training.callbacks import Throughput
 from tfdptext.training.schedules import WarmupDecay
@@ -222,8 +224,9 @@ class _Session:
             self.run_dir.file(layout.LOGS), layout.HELDOUT_LOGS))
         step = self._restore()
         start = self._start_evaluation()
-        self.curve = self.run_dir.read_curve(up_to_step=step) or [
-            {"step": 0, **start}]
+        self.curve = self.run_dir.read_curve(up_to_step=step)
+        if not self.curve:
+            self._record({"step": 0, **start})
         if is_eval_step(step, self.config) and self.curve[-1]["step"] < step:
             self._evaluate(step)  # killed between checkpoint and evaluation
         wall, throughput, steps_run = self._train(step)
@@ -273,9 +276,11 @@ class _Session:
             self.model(first)  # creates the (seeded) weights
         warmup = int(round(config.warmup_fraction * config.steps))
         self.model.compile(
-            optimizer=keras.optimizers.AdamW(WarmupDecay(
-                config.learning_rate, total_steps=config.steps,
-                warmup_steps=warmup, decay="linear")),
+            optimizer=HeadRateAdamW(
+                WarmupDecay(config.learning_rate, total_steps=config.steps,
+                            warmup_steps=warmup, decay="linear"),
+                head_name=MLM_HEAD,
+                head_rate_multiplier=config.head_rate_multiplier),
             jit_compile=False)
         self.model.optimizer.build(self.model.trainable_variables)
 
@@ -312,21 +317,26 @@ class _Session:
         return start
 
     def _evaluate(self, step):
-        """Appends the held-out result after `step` steps to the curve
-        (heldout_curve.json and TensorBoard)."""
+        """Evaluates on the held-out texts after `step` steps and records
+        the point."""
         point = {"step": step, **_heldout_result(self.model.evaluate(
             self.heldout, verbose=0, return_dict=True))}
-        self.curve.append(point)
-        self.run_dir.write(layout.HELDOUT_CURVE, {"points": self.curve})
-        with self.writer.as_default(step=step):
-            for name, value in point.items():
-                if name != "step":
-                    tf.summary.scalar(f"heldout_{name}", value)
-        self.writer.flush()
+        self._record(point)
         if self.verbose:
             print(f"step {step}/{self.config.steps}: held-out MLM loss "
                   f"{point['mlm_loss']:.3f}, original-token accuracy "
                   f"{point['original_accuracy']:.3f}.")
+
+    def _record(self, point):
+        """Appends a held-out point to the curve: heldout_curve.json and
+        TensorBoard."""
+        self.curve.append(point)
+        self.run_dir.write(layout.HELDOUT_CURVE, {"points": self.curve})
+        with self.writer.as_default(step=point["step"]):
+            for name, value in point.items():
+                if name != "step":
+                    tf.summary.scalar(f"heldout_{name}", value)
+        self.writer.flush()
 
     def _train(self, step):
         """Trains from `step` to `config.steps`, a checkpoint every
