@@ -540,6 +540,19 @@ def test_config_fields_carry_flag_metadata():
                                                   "text_to_text")
 
 
+def test_config_written_before_head_rate_reads_back_as_what_it_ran():
+    """A pretrain_config.json from before --head_rate_multiplier trained
+    the head at the encoder's rate: it is not the same run as today's
+    default, so a rerun does not pass its preset off as one."""
+    old = PretrainConfig(eta=50.0).to_dict()
+    del old["head_rate_multiplier"], old["eval_every"]
+    read = PretrainConfig.from_dict(old)
+    assert read.head_rate_multiplier == 1.0
+    assert read.identity() != PretrainConfig(eta=50.0).identity()
+    assert read.identity() == PretrainConfig(
+        eta=50.0, head_rate_multiplier=1.0).identity()
+
+
 def test_output_dir_holding_other_things_refused(tmp_path):
     config = PretrainConfig(eta=50.0, preset="/nonexistent")
     training_run = tmp_path / "training_run"

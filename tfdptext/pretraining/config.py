@@ -41,6 +41,9 @@ DEFAULT_EVAL_EVERY = 100
 # The MLM head's rate over the encoder's (docs/benchmarks.md, "Why the MLM
 # learned slowly").
 DEFAULT_HEAD_RATE_MULTIPLIER = 100.0
+# Fields added after runs were first written, with the value those runs
+# used: a pretrain_config.json without them reads back as what it ran.
+WRITTEN_BEFORE = {"head_rate_multiplier": 1.0}
 # Fields that may change when an interrupted run is resumed.
 RESUMABLE_CHANGES = ("steps", "checkpoint_every", "eval_every")
 
@@ -262,14 +265,15 @@ class PretrainConfig:
     @classmethod
     def from_dict(cls, data):
         """The PretrainConfig of a pretrain_config.json (ValueError on
-        unknown fields)."""
+        unknown fields); fields it lacks (written before they existed)
+        take WRITTEN_BEFORE's values."""
         if not isinstance(data, dict):
             raise ValueError("a pretraining config is a JSON object.")
         unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"unknown pretraining config fields: "
                              f"{sorted(unknown)}")
-        return cls(**data)
+        return cls(**{**WRITTEN_BEFORE, **data})
 
     def identity(self):
         """The fields that must match to resume a run in the same directory
