@@ -129,18 +129,41 @@ def test_passthrough_specials_and_flip_rate():
                ) < 0.01
 
 
-def test_flip_threshold_never_flips_less_than_the_math():
+def test_keep_threshold_never_flips_less_than_the_math():
+    """Off device a bit is kept iff its 32-bit word is below T: the flip
+    probability 1 - T / 2^32 is at least the requested one (by less than
+    2^-32), and the guarantee states the epsilon of that probability."""
     for epsilon in (0.01, 1.0, 5.0, 30.0):
-        threshold = offline_brr.flip_threshold(epsilon)
+        threshold = offline_brr.keep_threshold(epsilon)
         p = rr.flip_probability(epsilon)
-        assert p <= threshold / 2**32 < p + 2**-32
-        assert threshold <= 2**31
+        assert p <= 1 - threshold / 2**32 < p + 2**-32
+        assert threshold >= 2**31
+        stated = offline.BRRCorpusPrivatizer(
+            np.packbits(CODES, axis=1), epsilon).guarantee().value
+        exact = math.log(threshold / (2**32 - threshold))
+        assert exact <= stated <= exact + 1e-9 and stated <= epsilon + 1e-9
+    # epsilon 30 flips with probability 2^-32 at least: 22.18 is stated.
+    assert offline.BRRCorpusPrivatizer(
+        np.packbits(CODES, axis=1), 30.0).guarantee().value == \
+        pytest.approx(32 * math.log(2), rel=1e-9)
+
+
+def test_offline_flips_exactly_the_words_at_or_above_the_threshold():
+    privatizer = offline.BRRCorpusPrivatizer(np.packbits(CODES, axis=1),
+                                             0.7, seed=11)
+    masks = np.unpackbits(privatizer.flip_masks(500), axis=1)
+    words = np.random.default_rng(11).integers(0, 2**32, size=(500, 8),
+                                               dtype=np.uint32)
+    np.testing.assert_array_equal(masks, words >= privatizer.threshold)
 
 
 def test_guarantee_states_unit_metric_and_randomness():
     g = _layer().guarantee()
-    assert (g.unit, g.parameter, g.value) == (g_lib.PER_TOKEN, "epsilon",
-                                              EPSILON)
+    assert (g.unit, g.parameter) == (g_lib.PER_TOKEN, "epsilon")
+    # The implemented epsilon (integer thresholds on 23 and 24 bits): at
+    # most the requested one, within 1e-6.
+    assert EPSILON - 1e-6 < g.value <= EPSILON
+    assert g.value == rr.implemented_epsilon(EPSILON)
     assert "Hamming" in g.metric and g.details["num_bits"] == 8
     assert "exp(6.4)" in g.composition  # 8 bits x 0.8
     packed = np.packbits(CODES, axis=1)
@@ -307,3 +330,21 @@ def test_brr_run_refuses_codes_of_another_vocabulary(tiny_preset, tmp_path):
             ({"mechanism": "brr", "codes": codes_dir}, "epsilon")):
         with pytest.raises(ValueError, match=message):
             training.TrainConfig(mode="text_to_text", **kwargs).validate()
+
+
+def test_int8_export_keeps_the_codes_exactly():
+    """Dynamic-range int8 conversion stores the +-1 table as +-127 with
+    scale 1/127: read back out of the .tflite it is the codes, exactly,
+    so the BRR guarantee (over the codes) holds for the int8 phone model.
+    (A d_chi table, by contrast, moves: tests/test_export.py.)"""
+    from tfdptext.export import tables
+    from tfdptext.export import tflite
+
+    codes = np.random.default_rng(3).integers(0, 2, (1500, 64))
+    ids = keras.Input((6,), dtype="int32", name="ids")
+    layer = layers.BRRTextPrivatizer(1.0, codes=codes, special_token_ids=[0])
+    model = keras.Model(ids, layer(ids))
+    held = tables.read_table(tflite.convert(model, quantize=True,
+                                            batch_size=1), codes.shape)
+    assert held.dtype == "int8"
+    np.testing.assert_array_equal(held.values, 2.0 * codes - 1.0)

@@ -240,21 +240,25 @@ def test_default_export_takes_random_words_and_adds_laplace(runs):
     manifest = exporter.export_run(runs["robust"], out,
                                    quantization="float32")
     assert manifest["user"]["noise_source"] == "input"
-    assert manifest["user"]["inputs"]["random_words"] == [1, 32, "int32"]
-    assert manifest["user"]["randomness"]["bytes"] == 128
+    # 2 words per coordinate (32), raised to the checks' minimum.
+    assert manifest["user"]["inputs"]["random_words"] == [
+        1, secure.MIN_RANDOM_WORDS, "int32"]
+    assert manifest["user"]["randomness"]["bytes"] == \
+        4 * secure.MIN_RANDOM_WORDS
     assert manifest["guarantee"]["randomness"] == "app_secure_rng"
     assert "secure generator" in manifest["guarantee_text"]
     path = os.path.join(out, "user", "privatizer.tflite")
     ops = tflite.check_unseeded_builtins(open(path, "rb").read())
     assert not any(op.name.startswith("RANDOM") for op in ops)
     runner = Interpreter(model_path=path).get_signature_runner()
-    words = secure.os_random_words([1, 32])
+    width = secure.MIN_RANDOM_WORDS
+    words = secure.os_random_words([1, width])
     a = runner(**FEED, random_words=words)["private_representation"]
     b = runner(**FEED, random_words=words)["private_representation"]
     np.testing.assert_array_equal(a, b)  # the noise is a function of words
     clean = _clean_release(runs["robust"])
     samples = np.concatenate([
-        runner(**FEED, random_words=secure.os_random_words([1, 32]))
+        runner(**FEED, random_words=secure.os_random_words([1, width]))
         ["private_representation"] - clean for _ in range(400)])
     # epsilon 2 per coordinate: Lap(0.5).
     assert stats.kstest(samples.ravel(), stats.laplace(scale=0.5).cdf
@@ -263,20 +267,22 @@ def test_default_export_takes_random_words_and_adds_laplace(runs):
     assert labels["label"].shape == (1,)
 
 
-def _bad_words(rng):
+def _bad_words(rng, width):
     """Random-word buffers an app gets wrong, each must fail closed."""
-    good = rng.integers(-2**31, 2**31, size=(1, 32), dtype=np.int64
+    good = rng.integers(-2**31, 2**31, size=(1, width), dtype=np.int64
                         ).astype(np.int32)
     half = good.copy()
-    half[:, 16:] = half[:, :16]
+    half[:, width // 2:] = half[:, :width // 2]
     pairs = good.copy()
     pairs[:, 1::2] = pairs[:, 0::2]  # each Laplace pair from one number
     low_bytes = (good & 0xFF).astype(np.int32)  # only bytes written
-    return {"zeros": np.zeros((1, 32), np.int32),
-            "constant": np.full((1, 32), 123456789, np.int32),
-            "minus_one": np.full((1, 32), -1, np.int32),
+    needed_only = good.copy()
+    needed_only[:, 32:] = 0  # only the words the noise reads are filled
+    return {"zeros": np.zeros((1, width), np.int32),
+            "constant": np.full((1, width), 123456789, np.int32),
+            "minus_one": np.full((1, width), -1, np.int32),
             "half_repeated": half, "pair_reused": pairs,
-            "low_bytes_only": low_bytes}
+            "low_bytes_only": low_bytes, "needed_words_only": needed_only}
 
 
 def test_bad_random_words_fail_closed_on_phone_and_server(runs):
@@ -286,7 +292,8 @@ def test_bad_random_words_fail_closed_on_phone_and_server(runs):
     runner = Interpreter(model_path=os.path.join(
         out, "user", "privatizer.tflite")).get_signature_runner()
     pipeline = ExportedPipeline(out)
-    for name, words in _bad_words(np.random.default_rng(0)).items():
+    width = pipeline.models[-1].random_words
+    for name, words in _bad_words(np.random.default_rng(0), width).items():
         released = runner(**FEED, random_words=words)
         assert np.isnan(released["private_representation"]).all(), name
         with pytest.raises(tf.errors.InvalidArgumentError,
@@ -305,17 +312,19 @@ def test_word_dropout_exports_with_random_words(runs, tmp_path):
     out = str(tmp_path / "x")
     manifest = exporter.export_run(dropout_run, out, quantization="float32",
                                    lengths=[8])
-    # 16 words choose the dropped positions, 32 make the Laplace noise;
-    # the length-8 model needs 8 + 32.
-    assert manifest["user"]["inputs"]["random_words"] == [1, 48, "int32"]
+    # 16 words choose the dropped positions, 32 make the Laplace noise
+    # (the length-8 model needs 8 + 32); both are raised to the checks'
+    # minimum number of words.
+    width = secure.MIN_RANDOM_WORDS
+    assert manifest["user"]["inputs"]["random_words"] == [1, width, "int32"]
     assert [(m["length"], m["inputs"]["random_words"][1],
              m["randomness"]["bytes"]) for m in manifest["user"]["models"]
-            ] == [(8, 40, 160), (16, 48, 192)]
+            ] == [(8, width, 4 * width), (16, width, 4 * width)]
     assert manifest["guarantee"]["unit"] == "per_token_substitution"
     runner = Interpreter(model_path=os.path.join(
         out, "user", "privatizer.tflite")).get_signature_runner(
             "serving_default")
-    words = secure.os_random_words([1, 48])
+    words = secure.os_random_words([1, width])
     a = runner(**FEED, random_words=words)["private_representation"]
     np.testing.assert_array_equal(
         a, runner(**FEED, random_words=words)["private_representation"])
@@ -419,6 +428,57 @@ def test_token_level_export_round_trip(runs, tmp_path, mode):
                                rtol=1e-5)
     _check_lengths_agree(pipeline, spec)
     _check_server_lengths(pipeline, spec)
+    _check_table_that_ships(run, out, manifest, quantized=False)
+    if mode == "token_rep":  # the int8 table (BRR's: tests/test_brr.py)
+        out8 = str(tmp_path / "export_int8")
+        manifest8 = exporter.export_run(run, out8, lengths=[8])
+        _check_table_that_ships(run, out8, manifest8, quantized=True)
+
+
+def _check_table_that_ships(run, out, manifest, quantized):
+    """The guarantee is over the table the phone model holds, read back
+    out of the .tflite: int8 exports quantize it (the record and the
+    guarantee say so, with its SHA-256), and the phone privatizes those
+    rows (token_rep: the release moves from the Keras one by exactly the
+    rows' change, the noise being the same words' noise)."""
+    import keras
+
+    from tfdptext.export import tables
+    from tfdptext.models import secure
+    from tfdptext.models import split as split_lib
+
+    user = keras.models.load_model(os.path.join(run, "user_side.keras"))
+    trained = split_lib.release_embedding_table(user)
+    path = os.path.join(out, "user", "privatizer.tflite")
+    held = tables.read_table(open(path, "rb").read(), trained.shape)
+    record = manifest["user"]["privatizer_table"]
+    assert record["sha256_float32"] == held.sha256
+    assert manifest["guarantee"]["details"]["table"] == record
+    np.testing.assert_array_equal(tables.read_export_table(out), held.values)
+    condition = manifest["guarantee"]["conditions"][-1]
+    assert held.sha256[:16] in condition
+    if not quantized:
+        assert held.dtype == "float32" and record["max_abs_change"] == 0.0
+        assert "as trained" in condition
+        return
+    assert held.dtype == "int8" and 0 < record["max_abs_change"] < 0.1
+    assert "dequantized" in manifest["guarantee"]["metric"]
+    assert "not over the trained table" in condition
+    if manifest["split_point"] != "token_representation":
+        return
+    ids = np.array([[101, 2307, 2326, 2001, 5379, 102, 0, 0]], np.int32)
+    mask = (ids != 0).astype(np.int32)
+    model = secure.secure_user_model(user, "token_representation", 8)
+    words = secure.os_random_words(
+        [1, int(model.input[secure.RANDOM_WORDS].shape[-1])])
+    keras_release = np.asarray(model({"token_ids": ids, "padding_mask": mask,
+                                      "random_words": words})
+                               ["token_embeddings"])
+    runner = Interpreter(model_path=path).get_signature_runner("length_8")
+    phone = runner(token_ids=ids, padding_mask=mask,
+                   random_words=words)["token_embeddings"]
+    np.testing.assert_allclose(phone - keras_release,
+                               held.values[ids] - trained[ids], atol=2e-4)
 
 
 def _check_lengths_agree(pipeline, spec):
@@ -571,7 +631,7 @@ def test_bad_lengths_are_refused_before_writing(runs, tmp_path):
                                 lengths=lengths)
         assert err.match(message)
     assert os.listdir(tmp_path) == []
-    with pytest.raises(exporter.ExportError, match="`lengths` must be "
+    with pytest.raises(errors.ArgumentError, match="`lengths` must be "
                        "comma-separated integers"):
         export_cli._parse_lengths(["32", "x"])
     assert export_cli._parse_lengths(["64", "32"]) == [64, 32]
@@ -633,7 +693,9 @@ def test_private_dim_run_exports_its_projection_with_vector_noise(runs,
     out = str(tmp_path / "exp")
     manifest = exporter.export_run(run, out, quantization="float32",
                                    lengths=[8])
-    assert manifest["user"]["inputs"]["random_words"] == [1, 8, "int32"]
+    # 2 words per coordinate (8), raised to the checks' minimum.
+    assert manifest["user"]["inputs"]["random_words"] == [
+        1, secure.MIN_RANDOM_WORDS, "int32"]
     assert manifest["guarantee"]["value"] == 8.0
     runner = Interpreter(model_path=os.path.join(
         out, "user", "privatizer.tflite")).get_signature_runner(
@@ -641,7 +703,8 @@ def test_private_dim_run_exports_its_projection_with_vector_noise(runs,
     clean = _clean_release(run)
     assert clean.shape == (1, 4)
     samples = np.concatenate([
-        runner(**FEED, random_words=secure.os_random_words([1, 8]))
+        runner(**FEED, random_words=secure.os_random_words(
+            [1, secure.MIN_RANDOM_WORDS]))
         ["private_representation"] - clean for _ in range(500)])
     assert samples.shape == (500, 4)
     assert stats.kstest(samples.ravel(), stats.laplace(scale=0.5).cdf

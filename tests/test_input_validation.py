@@ -42,8 +42,12 @@ def test_vector_laplace_checks_the_scale_with_its_width():
 
 
 def test_huge_epsilon_randomized_response_is_finite():
+    # Integer thresholds: a bit flips with probability at least 2^-24
+    # (the keep threshold is at most 2^24 - 1), and the guarantee states
+    # that epsilon, ln(2^24 - 1) = 16.6, not 710.
     layer = layers.RandomizedResponse(710.0)
-    assert 0.0 <= layer.flip_probability < 1e-300
+    assert layer.flip_probability == 2.0**-24
+    assert layer.guarantee().value == pytest.approx(math.log(2**24 - 1))
     bits = np.asarray(layer(np.ones((2, 8), "float32")))
     assert set(np.unique(bits)) <= {0.0, 1.0}
     assert math.isclose(privacy.flip_probability(1.0),

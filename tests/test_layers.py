@@ -341,3 +341,111 @@ def test_noise_from_given_uniforms_is_deterministic_and_distributed():
     edge = dchi.apply(np.zeros((2, 16), np.float32),
                       np.array([[0.0] * 32, [1.0] * 32], np.float32))
     assert np.isfinite(edge.numpy()).all()
+
+
+def test_randomized_response_keeps_exactly_below_the_integer_threshold():
+    """Integer thresholds, never a float comparison: with words, bit i is
+    kept iff w_i mod 2^24 < T (T = floor(2^24 e^eps / (1 + e^eps))), in
+    Keras and in the TFLite conversion, for the bit layer and BRR."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    import keras
+    import tensorflow as tf
+
+    from tfdptext.export import tflite
+    from tfdptext.privacy import randomized_response as rr
+
+    eps = 1.3
+    t24 = rr.keep_thresholds(eps)[24]
+    k = np.array([0, t24 - 2, t24 - 1, t24, t24 + 1, 2**24 - 1], np.int64)
+    # The same low 24 bits under four high bytes (the high byte is unused).
+    words = np.concatenate([k + (h << 24) for h in (0, 1, 127, 255)])
+    words = words.astype(np.uint32).view(np.int32)[None]
+    kept = np.tile(k < t24, 4)[None]
+    layer = layers.RandomizedResponse(eps)
+    ones = np.ones_like(words, np.float32)
+    np.testing.assert_array_equal(layer.apply(ones, words).numpy(),
+                                  np.where(kept, 1.0, 0.0))
+    inputs = keras.Input((words.shape[1],), name="bits")
+    random = keras.Input((words.shape[1],), dtype="int32", name="w")
+
+    class Apply(keras.layers.Layer):
+        def call(self, x, w):
+            return layer.apply(x, w)
+
+    model = keras.Model({"bits": inputs, "w": random},
+                        Apply()(inputs, random))
+    runner = Interpreter(model_content=tflite.convert(
+        model, batch_size=1)).get_signature_runner()
+    out = list(runner(bits=ones, w=words).values())[0]
+    np.testing.assert_array_equal(out, np.where(kept, 1.0, 0.0))
+    # BRR text-to-text: the code's signs flip where the bits would.
+    codes = np.zeros((4, words.shape[1]), np.uint8)
+    brr = layers.BRRTextPrivatizer(eps, codes=codes, special_token_ids=[0])
+    brr.build((None,))
+    rows = tf.gather(brr.signs, [1])
+    k_words, _ = layers.sampling.random_integers(None, tf.constant(words))
+    noisy = tf.where(k_words < brr.thresholds[24], rows, -rows).numpy()
+    np.testing.assert_array_equal(noisy, np.where(kept, -1.0, 1.0))
+
+
+def test_randomized_response_never_flips_less_than_stated():
+    """For 1,999 epsilons in (0.01, 20): on both grids the flip
+    probability that runs is at least 1 / (1 + e^eps), and the stated
+    epsilon is that of the implemented probabilities (at most eps)."""
+    from tfdptext.privacy import randomized_response as rr
+
+    for eps in np.linspace(0.01, 20.0, 1999):
+        eps = float(eps)
+        requested = 1.0 / (1.0 + math.exp(eps))
+        for bits, t in rr.keep_thresholds(eps).items():
+            assert 1.0 - t / 2**bits >= requested
+            assert math.log(t / (2**bits - t)) <= eps + 1e-12
+        stated = rr.rr_guarantee(eps).value
+        assert stated == rr.implemented_epsilon(eps) <= eps + 1e-9
+        assert stated >= max(math.log(t / (2**b - t)) for b, t in
+                             rr.keep_thresholds(eps).items())
+
+
+def test_exponentials_from_words_use_all_32_bits():
+    """E = -log((2^32 - w_u) / 2^32): w = 0 gives 0, w = -1 (w_u = 2^32 -
+    1) gives 32 ln 2, and random words give float32 values within 2 ulp
+    of the float64 formula; Laplace (two words per exponential) and d_chi
+    noise from words have their laws."""
+    import tensorflow as tf
+
+    from tfdptext.layers import sampling
+    from tfdptext.models import secure
+
+    edge = sampling.exponential(None, tf.constant([0, -1, -2, 2**31 - 1],
+                                                  tf.int32)).numpy()
+    np.testing.assert_allclose(edge, [0.0, 32 * math.log(2),
+                                      math.log(2**31), math.log(2)],
+                               rtol=1e-6)
+    words = secure.os_random_words((200000,))
+    got = sampling.exponential(None, tf.constant(words)).numpy()
+    unsigned = words.astype(np.int64) % 2**32
+    want = -np.log((2.0**32 - unsigned) / 2.0**32)
+    np.testing.assert_allclose(got, want, rtol=2.5e-7, atol=1e-7)
+    assert _ks_pvalue(got, stats.expon().cdf) > 1e-4
+    layer = layers.LaplaceNoise(epsilon=2.0, noise=False)
+    x = np.full((4000, 8), 0.5, np.float32)
+    layer.build(x.shape)
+    assert layer.words_shape((None, 8)) == (8, 2, 2)
+    noisy = layer.apply(x, tf.constant(secure.os_random_words(
+        (4000, 8, 2, 2))))
+    assert _ks_pvalue(noisy.numpy() - 0.5, stats.laplace(scale=0.5).cdf) \
+        > 1e-4
+    # Two words per Laplace exponential: V = 1 - U56 in [2^-56, 1].
+    pairs = tf.constant([[0, 0], [-1, -1], [-1, 0], [-2**31, 0]], tf.int32)
+    np.testing.assert_allclose(
+        sampling.complements_from_word_pairs(pairs).numpy(),
+        [1.0, 2.0**-56, 2.0**-32, 0.5], rtol=1e-6)
+    dchi = layers.DChiNoise(eta=4.0, noise=False)
+    dchi.build((None, 16))
+    noise = dchi.apply(np.zeros((20000, 16), np.float32), tf.constant(
+        secure.os_random_words((20000, 32)))).numpy()
+    radius = np.linalg.norm(noise, axis=1)
+    assert _ks_pvalue(radius, stats.gamma(a=16, scale=0.25).cdf) > 1e-4
+    direction = noise / radius[:, None]
+    assert _ks_pvalue(direction[:, 0]**2, stats.beta(0.5, 7.5).cdf) > 1e-4

@@ -55,7 +55,12 @@ def test_laplace_guarantee_states_unit_and_vector_epsilon():
     g = privacy.laplace_guarantee(0.05, 384)
     assert g.unit == g_lib.PER_COORDINATE
     assert g.details["representation_epsilon"] == pytest.approx(19.2)
-    assert "per coordinate" in str(g) and "(19.2, 4.8e-05)-LDP" in str(g)
+    # delta on TensorFlow's 23-bit grid (the default when the randomness is
+    # not known): 2.0e-4 since the grid is modelled (4.8e-5 before, for
+    # continuous exponentials); 3.7e-7 from random words (56-bit grid).
+    assert "per coordinate" in str(g) and "(19.2, 0.0002)-LDP" in str(g)
+    words = privacy.laplace_guarantee(0.05, 384, uniform_bits=56)
+    assert f"{words.details['representation_delta']:.2g}" == "3.7e-07"
     whole = privacy.to_representation_level(g)
     assert whole.unit == g_lib.PER_REPRESENTATION
     assert whole.value == pytest.approx(19.2)

@@ -32,6 +32,8 @@ def splits(tiny_backbone, tokenizer):
             tiny_backbone, 3, layers.DChiTextPrivatizer(
                 5.0, table, special_token_ids=tokenizer.special_token_ids,
                 passthrough_token_ids=tokenizer.passthrough_token_ids)),
+        split_spec.CODE: models.code_split(
+            tiny_backbone, 3, 4, layers.CodeRandomizedResponse(1.0, 4)),
     }
 
 
@@ -51,6 +53,7 @@ def test_every_split_point_has_a_spec():
         "private_representation"
     assert split_spec.get(split_spec.TOKEN).release == "token_embeddings"
     assert split_spec.get(split_spec.TEXT_TO_TEXT).release == "token_ids"
+    assert split_spec.get(split_spec.CODE).release == "private_code"
 
 
 @pytest.mark.parametrize("name", split_spec.SPLIT_POINTS)
@@ -105,6 +108,17 @@ def test_server_signature_inputs_are_the_specs(splits, features, name,
     out = signature(**{info.name: released[info.name] for info in expected})
     reference = keras.ops.softmax(split.server(released), axis=-1)
     np.testing.assert_allclose(out["probabilities"], reference, atol=1e-5)
+
+
+def test_code_attack_features_are_one_hot(splits):
+    code = split_spec.get(split_spec.CODE)
+    table = split_lib.release_embedding_table(splits[split_spec.CODE].user)
+    np.testing.assert_array_equal(table, np.eye(4))
+    np.testing.assert_array_equal(
+        code.attack_features({"private_code": np.array([3, 0])}, table),
+        np.eye(4)[[3, 0]])
+    with pytest.raises(ArgumentError, match="table"):
+        code.attack_features({"private_code": np.array([1])})
 
 
 def test_attack_features_closed_form():

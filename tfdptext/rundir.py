@@ -9,10 +9,13 @@ A run directory (written by `tfdptext-train`)::
     config.json          the TrainConfig (written once data and encoder load)
     backup/              resumable state while training (removed when done)
     best.weights.h5      best dev-loss weights so far, with best.json
+                         (removed when done: the .keras files hold them)
     user_side.keras      the user side (what runs on the phone)
     server_side.keras    the server side
     vocab.txt            the WordPiece vocabulary
     split.json           split point, guarantee, tokenizer, label names
+    randomized_labels.json  with --label_epsilon: the users' randomized
+                         train and dev labels, drawn once (read on resume)
     metrics.json         written LAST: the run's "finished" marker; it holds
                          the tfdptext version and `run_format`
     logs/                TensorBoard
@@ -72,12 +75,17 @@ EVAL_RESULT = "eval.json"
 EVAL_REPORT = "report.md"
 EVAL_PREDICTIONS = "predictions.npz"
 SWEEP_STATE = "sweep.json"
+# Label privacy (--label_epsilon): the randomized train and dev labels,
+# drawn once and read back on resume.
+RANDOMIZED_LABELS = "randomized_labels.json"
 
 # What shows that a run made progress: a directory holding config.json and
 # none of these is a run whose start failed, and is treated as new.
 PROGRESS = (BACKUP, BEST_WEIGHTS, BEST_RECORD, METRICS)
 # A finished run holds all of these.
 FINISHED_FILES = (CONFIG, SPLIT, METRICS, VOCAB, USER, SERVER)
+# What only resuming needs; removed when the run finishes.
+CHECKPOINT_FILES = (BACKUP, BEST_WEIGHTS, BEST_RECORD)
 # The keys each JSON file of a finished run must hold.
 REQUIRED_KEYS = {
     CONFIG: ("mode", "mechanism", "max_length", "dataset"),
@@ -538,8 +546,16 @@ class ExportDir:
         if not os.path.isdir(self.path):
             raise self.error(f"`{what}`: {self.path} is not a directory.")
         if not os.path.isfile(self.file(MANIFEST)):
+            if os.path.isfile(self.file(METRICS)) or os.path.isfile(
+                    self.file(CONFIG)):
+                raise self.error(
+                    f"`{what}`: {self.path} is a training run directory, not "
+                    f"an export (it holds no {MANIFEST}); make one with "
+                    f"`tfdptext-export --model_dir={self.path} "
+                    "--output_dir=<a new directory>`.")
             raise self.error(f"`{what}`: {self.path} holds no {MANIFEST}; "
-                             "is it a tfdptext export?")
+                             "`tfdptext-export` makes an export directory "
+                             "from a training run.")
         manifest = self.read_manifest()
         self._check_inside(manifest)
         server_dir = self.file(manifest["server"]["path"])

@@ -15,12 +15,20 @@ use them to privatize data.
   every release carries the same noise vector.
 - `HalvedScaleLaplace`: Laplace scale b / 2, so the true epsilon is twice
   the claim.
+- `DoubleKeepCodeRR`: code randomized response whose keep threshold is
+  computed for 2 eps while the guarantee claims eps (the claim is half the
+  truth). A keep probability computed for eps / 2 would be MORE private
+  than claimed, which no lower bound can refute; this is its mirror.
+- `SkewedOtherCodeRR`: code randomized response that, when it does not
+  keep, always releases c + 1 (mod m) instead of a uniform other code.
 """
 
 import tensorflow as tf
 
+from tfdptext.layers import code_randomized_response
 from tfdptext.layers import laplace_noise
 from tfdptext.layers import sampling
+from tfdptext.privacy import categorical
 
 _REUSED_SEED = (1234, 5678)
 
@@ -86,6 +94,52 @@ class HalvedScaleLaplace(laplace_noise.LaplaceNoise):
         super().build(input_shape)
         self.scale = self.scale / 2.0
 
+
+class DoubleKeepCodeRR(code_randomized_response.CodeRandomizedResponse):
+    """BROKEN: keeps the code with the probability of 2 eps, claims eps.
+
+    Example:
+    >>> layer = DoubleKeepCodeRR(epsilon=1.0, num_codes=4)
+    >>> round(layer.guarantee().value, 3)
+    1.0
+    """
+
+    def __init__(self, epsilon, num_codes, **kwargs):
+        super().__init__(epsilon, num_codes, **kwargs)
+        self._thresholds = {
+            bits: categorical.keep_threshold(2.0 * self.epsilon,
+                                             self.num_codes, bits)
+            for bits in self._thresholds}
+
+
+class SkewedOtherCodeRR(code_randomized_response.CodeRandomizedResponse):
+    """BROKEN: the other code is always c + 1 (mod m), not uniform.
+
+    Example:
+    >>> layer = SkewedOtherCodeRR(epsilon=1.0, num_codes=4)
+    >>> sorted(set(layer(np.zeros(1000, "int32")).numpy().tolist()))
+    [0, 1]
+    """
+
+    def apply(self, inputs, uniforms=None):
+        codes = tf.cast(inputs, tf.int32)
+        if uniforms is None:
+            u = sampling.uniform(tf.shape(codes))
+            threshold = self._thresholds[23]
+            bits = 23
+        else:
+            u = sampling.uniform(None, tf.reshape(uniforms, [-1, 2])[:, 0])
+            threshold = self._thresholds[24]
+            bits = 24
+        k = tf.cast(tf.floor(u * float(2**bits)), tf.int32)
+        other = tf.math.floormod(codes + 1, self.num_codes)
+        return tf.where(k < threshold, codes, other)
+
+
+BROKEN_CODE_LAYERS = {
+    "broken_code_double_keep": DoubleKeepCodeRR,
+    "broken_code_skewed_other": SkewedOtherCodeRR,
+}
 
 BROKEN_LAYERS = {
     "broken_shared_noise": SharedNoiseLaplace,

@@ -21,6 +21,7 @@ import tensorflow as tf
 from tfdptext import layers
 from tfdptext.audit import auditor
 from tfdptext.audit import broken
+from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
 _CHUNK = 50000
@@ -235,7 +236,7 @@ def dchi_noise(eta=2.0, dimension=8, distance=1.0):
         name="dchi_noise", claim=guarantee.value * distance,
         unit=(f"{guarantee.unit.replace('_', ' ')} metric, "
               f"eta {guarantee.value:g} x d {distance:g}"),
-        delta=guarantee.delta,
+        delta=metric.pair_delta(guarantee, distance),
         sample=layer_sampler(layer, x, x_prime),
         statistics=_dchi_statistics(x, x_prime, eta),
         differing=(0,),
@@ -268,7 +269,7 @@ def dchi_text_to_text(eta=1.5):
         name="dchi_text_to_text", claim=guarantee.value * distance,
         unit=(f"{guarantee.unit.replace('_', ' ')} metric, "
               f"eta {guarantee.value:g} x d {distance:g}"),
-        delta=guarantee.delta,
+        delta=metric.pair_delta(guarantee, distance),
         sample=layer_sampler(layer, np.array([1], np.int32),
                              np.array([2], np.int32)),
         output=auditor.CATEGORICAL,
@@ -305,6 +306,56 @@ def randomized_response_all_bits(epsilon=0.5, num_bits=4):
     num_bits = validation.check_int("num_bits", num_bits)
     return _rr_setup("randomized_response_all_bits", epsilon, num_bits,
                      num_bits)
+
+
+class _CodeRelease:
+    """The code release after the encoder: logits -> ArgmaxCode -> the
+    privatizer, as on the phone."""
+
+    def __init__(self, privatizer):
+        from tfdptext.models import code
+
+        self.argmax = code.ArgmaxCode()
+        self.privatizer = privatizer
+
+    def __call__(self, logits):
+        return self.privatizer(self.argmax(logits))
+
+
+def _code_logits(num_codes):
+    """Logits whose argmax is code 0 (x) and code 1 (x'): the worst case,
+    as any two texts may map to any two codes."""
+    x = np.eye(num_codes, dtype=np.float32)
+    return x[0], x[1]
+
+
+def code_randomized_response(epsilon=1.0, num_codes=4, layer_class=None,
+                             name="code_randomized_response"):
+    """ArgmaxCode -> CodeRandomizedResponse: logits of code 0 vs code 1;
+    the claim is the layer's epsilon per text; the releases are codes."""
+    num_codes = validation.check_int("num_codes", num_codes, minimum=2)
+    layer_class = layer_class or layers.CodeRandomizedResponse
+    layer = layer_class(epsilon=epsilon, num_codes=num_codes)
+    guarantee = layer.guarantee()
+    x, x_prime = _code_logits(num_codes)
+    return auditor.MechanismSetup(
+        name=name, claim=guarantee.value,
+        unit=guarantee.unit.replace("_", " "), delta=guarantee.delta,
+        sample=layer_sampler(_CodeRelease(layer), x, x_prime),
+        output=auditor.CATEGORICAL,
+        statistics=tuple(auditor.output_equals(c) for c in range(num_codes)),
+        broken=layer_class is not layers.CodeRandomizedResponse,
+        description=(f"{num_codes} codes; the texts' codes are 0 and 1 "
+                     "(any two texts are neighbours)"))
+
+
+def broken_code(kind, epsilon=1.0, num_codes=4):
+    """A deliberately broken code randomized response (see `broken`),
+    claiming the correct layer's epsilon."""
+    validation.check_choice("kind", kind, tuple(broken.BROKEN_CODE_LAYERS))
+    return code_randomized_response(
+        epsilon, num_codes, layer_class=broken.BROKEN_CODE_LAYERS[kind],
+        name=kind)
 
 
 def broken_laplace(kind, epsilon=1.0, dimension=4):
@@ -406,22 +457,29 @@ def tflite_sampler(tflite_bytes, feed_x, feed_x_prime, output=None,
 
 
 class _NoiseFromRandomWords(keras.layers.Layer):
-    """Applies a privatizer with uniforms made from int32 `random_words`
-    by the phone model's own conversion (`tfdptext.models.secure`)."""
+    """Applies a privatizer to int32 `random_words`, which it reads as the
+    phone model does (`tfdptext.layers.sampling`: uniforms, integers and
+    32-bit exponentials from the words). No check of the words: the
+    audit feeds os.urandom."""
 
     def __init__(self, privatizer, **kwargs):
         super().__init__(**kwargs)
         self.privatizer = privatizer
 
-    def call(self, inputs, words):
-        from tfdptext.models import secure
+    def build(self, inputs_shape, words_shape=None):
+        if not self.privatizer.built:
+            self.privatizer.build(inputs_shape)
+        super().build(inputs_shape)
 
-        uniforms = secure.uniforms_from_words(words)
-        shape = (-1,) + tuple(self.privatizer.uniforms_shape(inputs.shape))
-        return self.privatizer.apply(inputs, tf.reshape(uniforms, shape))
+    def call(self, inputs, words):
+        shape = (-1,) + tuple(self.privatizer.words_shape(inputs.shape))
+        return self.privatizer.apply(inputs, tf.reshape(
+            tf.cast(words, tf.int32), shape))
 
     def compute_output_spec(self, inputs, words):
-        return keras.KerasTensor(inputs.shape, dtype="float32")
+        integer = "int" in str(inputs.dtype)
+        return keras.KerasTensor(inputs.shape,
+                                 dtype="int32" if integer else "float32")
 
 
 def _batched(vector, batch):
@@ -441,8 +499,9 @@ def tflite_laplace(epsilon=1.0, dimension=4, batch=_TFLITE_BATCH,
     x and x' keep coordinates 0 and 1 at 0 and 1 (so normalisation leaves
     them unchanged) and differ in coordinate 2, 0 vs 1. With
     `use_random_words`, the noise comes from an int32 input
-    `random_words` of shape (batch, 2k), filled from os.urandom on every
-    invoke, instead of the in-graph RANDOM_UNIFORM op.
+    `random_words` of shape (batch, 4k) (two words per exponential),
+    filled from os.urandom on every invoke, instead of the in-graph
+    RANDOM_UNIFORM op.
     """
     dimension = validation.check_int("dimension", dimension, minimum=3)
     inputs = {"x": keras.Input((dimension,), name="x")}
@@ -450,7 +509,7 @@ def tflite_laplace(epsilon=1.0, dimension=4, batch=_TFLITE_BATCH,
     privatizer = layers.LaplaceNoise(epsilon=epsilon)
     if use_random_words:
         privatizer.build((None, dimension))
-        inputs["random_words"] = keras.Input((2 * dimension,),
+        inputs["random_words"] = keras.Input((4 * dimension,),
                                              dtype="int32",
                                              name="random_words")
         released = _NoiseFromRandomWords(privatizer)(
@@ -493,7 +552,7 @@ def tflite_dchi_noise(eta=2.0, dimension=8, distance=1.0,
         name="tflite_dchi_noise", claim=guarantee.value * distance,
         unit=(f"{guarantee.unit.replace('_', ' ')} metric, "
               f"eta {guarantee.value:g} x d {distance:g}"),
-        delta=guarantee.delta,
+        delta=metric.pair_delta(guarantee, distance),
         sample=tflite_sampler(_convert(model, batch),
                               {"x": _batched(x, batch)},
                               {"x": _batched(x_prime, batch)}),
@@ -525,6 +584,34 @@ def tflite_randomized_response(epsilon=0.5, num_bits=4,
         description=f"TFLite, batch {batch}, {num_bits} bits, all differ")
 
 
+def tflite_code_randomized_response(epsilon=1.0, num_codes=4,
+                                    batch=_TFLITE_BATCH):
+    """ArgmaxCode -> CodeRandomizedResponse converted to TFLite, its two
+    random integers from an int32 `random_words` input (batch, 2) filled
+    from os.urandom on every invoke, as the phone model takes them."""
+    logits = keras.Input((num_codes,), name="x")
+    words = keras.Input((2,), dtype="int32", name="random_words")
+    from tfdptext.models import code
+
+    privatizer = layers.CodeRandomizedResponse(epsilon=epsilon,
+                                               num_codes=num_codes)
+    released = _NoiseFromRandomWords(privatizer)(
+        code.ArgmaxCode()(logits), words)
+    model = keras.Model({"x": logits, "random_words": words}, released)
+    guarantee = privatizer.guarantee()
+    x, x_prime = _code_logits(num_codes)
+    return auditor.MechanismSetup(
+        name="tflite_code_randomized_response", claim=guarantee.value,
+        unit=guarantee.unit.replace("_", " "), delta=guarantee.delta,
+        sample=tflite_sampler(_convert(model, batch),
+                              {"x": _batched(x, batch)},
+                              {"x": _batched(x_prime, batch)}),
+        output=auditor.CATEGORICAL,
+        statistics=tuple(auditor.output_equals(c) for c in range(num_codes)),
+        description=(f"TFLite, batch {batch}, {num_codes} codes, codes 0 vs "
+                     "1; randomness from random_words"))
+
+
 MECHANISMS = {
     "laplace_per_coordinate": laplace_per_coordinate,
     "laplace_vector": laplace_vector,
@@ -533,6 +620,7 @@ MECHANISMS = {
     "dchi_text_to_text": dchi_text_to_text,
     "randomized_response_one_bit": randomized_response_one_bit,
     "randomized_response_all_bits": randomized_response_all_bits,
+    "code_randomized_response": code_randomized_response,
 }
 TFLITE_MECHANISMS = {
     "tflite_laplace": tflite_laplace,
@@ -540,9 +628,12 @@ TFLITE_MECHANISMS = {
         use_random_words=True),
     "tflite_dchi_noise": tflite_dchi_noise,
     "tflite_randomized_response": tflite_randomized_response,
+    "tflite_code_randomized_response": tflite_code_randomized_response,
 }
 BROKEN_MECHANISMS = {
-    kind: (lambda kind=kind: broken_laplace(kind))
-    for kind in broken.BROKEN_LAYERS
+    **{kind: (lambda kind=kind: broken_laplace(kind))
+       for kind in broken.BROKEN_LAYERS},
+    **{kind: (lambda kind=kind: broken_code(kind))
+       for kind in broken.BROKEN_CODE_LAYERS},
 }
 ALL_MECHANISMS = {**MECHANISMS, **TFLITE_MECHANISMS, **BROKEN_MECHANISMS}

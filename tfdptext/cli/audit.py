@@ -9,6 +9,18 @@ threshold tests and Clopper-Pearson intervals (the family holds with
 probability --confidence). A claim below its bound is refuted (FAIL).
 --include_broken adds deliberately broken Laplace variants, which must
 FAIL; the exit status is 1 when any row is not as expected.
+
+    tfdptext-audit --random_words --export_dir=exports/ag_eps0.05
+
+--random_words instead feeds the phone model buffers of random words
+filled as apps fill them (tfdptext.audit.word_generators: counters, Weyl
+and LCG sequences, java.util.Random, reused and repeated blocks, byte
+patterns, os.urandom), --word_buffers of each, and reports which releases
+fail closed: every length of --export_dir's phone model, or without it a
+384-d Laplace phone model built here. Structured buffers must be refused,
+os.urandom must pass, and the generators no check can see (a predictable
+generator, a buffer from an earlier call) pass, as the table says; the
+exit status is 1 when a row is not as expected.
 """
 
 import sys
@@ -49,6 +61,18 @@ def define_flags(flag_values=FLAGS):
                       "Also audit the deliberately broken variants "
                       "(tfdptext.audit.broken), which must FAIL.",
                       flag_values=flag_values)
+    flags.DEFINE_bool("random_words", False,
+                      "Audit the random-words checks instead: feed the "
+                      "phone model structured buffers "
+                      "(tfdptext.audit.word_generators) and report which "
+                      "releases fail closed.", flag_values=flag_values)
+    flags.DEFINE_string("export_dir", None,
+                        "With --random_words: the export whose phone model "
+                        "(every length) is audited; default a 384-d Laplace "
+                        "phone model built here.", flag_values=flag_values)
+    flags.DEFINE_integer("word_buffers", 10,
+                         "With --random_words: buffers per generator.",
+                         lower_bound=1, flag_values=flag_values)
     flags.DEFINE_bool("tflite", False,
                       "Also audit privatizer models converted to TFLite, run "
                       "in ai-edge-litert's Interpreter.",
@@ -87,11 +111,9 @@ def audit(argv):
 
     if len(argv) > 1:
         raise ArgumentError(f"Unexpected arguments: {argv[1:]}.")
-    # TFLite conversion logs every SavedModel it writes; keep the table
-    # readable.
-    from absl import logging
-
-    logging.set_verbosity(logging.WARNING)
+    if FLAGS.random_words:
+        return audit_random_words(FLAGS.export_dir, FLAGS.word_buffers,
+                                  FLAGS.output)
     from tfdptext.audit import auditor
     from tfdptext.audit import mechanisms
 
@@ -109,6 +131,52 @@ def audit(argv):
     if unexpected:
         print(f"\nNot as expected (a correct mechanism refuted or a broken "
               f"one not caught): {', '.join(unexpected)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def audit_random_words(export_dir=None, buffers=10, output=None):
+    """--random_words: the generators against the phone model of
+    `export_dir` (every length; None: a 384-d Laplace phone model built
+    here), `buffers` each; prints the table (and writes it to `output`).
+    Returns the exit status: 1 when a row is not as expected."""
+    import json
+
+    import numpy as np
+
+    from tfdptext.audit import word_generators
+
+    if export_dir:
+        by_length = word_generators.check_export(export_dir,
+                                                 buffers=buffers)
+        where = f"phone model of {export_dir}"
+    else:
+        model, width = word_generators.laplace_phone_model()
+        feed = {"x": np.random.default_rng(0).random((1, 384)).astype(
+            np.float32)}
+        by_length = {None: word_generators.check_tflite(
+            model, feed, width, buffers=buffers)}
+        where = "a 384-d Laplace phone model (MinMaxNormalize -> " \
+            "LaplaceNoise, TFLite)"
+    sections = []
+    for length, verdicts in by_length.items():
+        title = f"{where}" + (f", length {length}" if length else "")
+        sections.append(f"{title}\n\n" +
+                        word_generators.markdown_table(verdicts))
+    table = "\n\n".join(sections)
+    print(table)
+    if output:
+        with open(output, "w") as f:
+            if output.endswith(".json"):
+                json.dump({str(k): [v.__dict__ for v in vs]
+                           for k, vs in by_length.items()}, f, indent=2)
+            else:
+                f.write(table + "\n")
+    unexpected = sorted({v.generator for vs in by_length.values()
+                         for v in vs if not v.as_expected})
+    if unexpected:
+        print(f"\nNot as expected: {', '.join(unexpected)}",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -22,6 +22,7 @@ import time
 from absl import flags
 
 from tfdptext.cli import program
+from tfdptext.cli import quiet
 
 FLAGS = flags.FLAGS
 NAME = "tfdptext-binarize"
@@ -109,7 +110,7 @@ def binarize(argv):
     model = binary.fit_codes(
         table.matrix, FLAGS.bits, epochs=FLAGS.epochs,
         batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate,
-        reg=FLAGS.reg, seed=FLAGS.seed, verbose=2)
+        reg=FLAGS.reg, seed=FLAGS.seed, verbose=quiet.progress_verbosity())
     trained = time.time() - trained
     bits = binary.encode(model, table.matrix)
     report = binary.binarization_report(

@@ -22,6 +22,7 @@ from absl import flags
 
 from tfdptext.cli import flags as cli_flags
 from tfdptext.cli import program
+from tfdptext.cli import quiet
 
 FLAGS = flags.FLAGS
 NAME = "tfdptext-demo"
@@ -68,9 +69,6 @@ def demo(argv):
     """The program: the mechanisms, then training and export."""
     del argv
     _check_flags()
-    from absl import logging
-
-    logging.set_verbosity(logging.WARNING)
     from tfdptext import data, models
 
     sentences = list(data.load_synthetic(num_examples=50).splits["test"]
@@ -180,7 +178,8 @@ def _train_and_export(sentences):
         learning_rate=1e-4)
     print(f"\n== Robust (DPNR) training on the SYNTHETIC corpus -> "
           f"{base}/run ==")
-    metrics = training.train(config, os.path.join(base, "run"), verbose=2)
+    metrics = training.train(config, os.path.join(base, "run"),
+                             verbose=quiet.progress_verbosity())
     print(f"test accuracy {metrics['test_accuracy']:.3f} (dev "
           f"{metrics['dev_accuracy']:.3f}; {metrics['sizes']['train']} "
           f"training sentences, majority class "

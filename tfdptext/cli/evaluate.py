@@ -83,6 +83,13 @@ def define_flags(flag_values=FLAGS):
                         "Another eval directory of the same test split: test "
                         "the change of each fairness gap against it.",
                         flag_values=flag_values)
+    flags.DEFINE_string("reference_run", None,
+                        "A finished NON-private run (mode none) of the same "
+                        "data and budget: its test accuracy is the reference "
+                        "of the randomized-response limit reported beside "
+                        "this run's accuracy (default: --baseline_eval when "
+                        "it evaluated a non-private run, else a perfect "
+                        "classifier).", flag_values=flag_values)
     flags.DEFINE_string("vocab_file", None,
                         "Tokenizer vocabulary to check against the run's.",
                         flag_values=flag_values)
@@ -145,7 +152,7 @@ def evaluate_run(argv):
         deniability_samples=FLAGS.deniability_samples,
         membership=FLAGS.membership, baseline_eval=FLAGS.baseline_eval,
         vocabulary=FLAGS.vocab_file, seed=FLAGS.seed, plots=FLAGS.plots,
-        overwrite=False)
+        overwrite=False, reference_run=FLAGS.reference_run)
     _print_summary(result, output_dir)
 
 
@@ -154,14 +161,20 @@ def _print_summary(result, output_dir):
     if result.get("already_done"):
         print(f"{output_dir} already holds this evaluation (same run, data "
               "and options): nothing to do. Remove it to evaluate again.")
+    from tfdptext.evaluation import report
+
     u = result["utility"]
-    print(f"\ntest accuracy {u['accuracy']:.4f} (majority "
-          f"{u['majority_accuracy']:.4f}, n = {u['n_test']})")
+    print(f"\ntest accuracy {u['accuracy']:.4f} (n = {u['n_test']}); "
+          f"always answering the training split's most frequent class "
+          f"scores {u['majority_accuracy']:.4f} on the test split")
+    if u.get("limit"):
+        print(report.limit_text(u["limit"]))
     for group, row in result.get("attack", {}).get(
             "empirical_privacy", {}).items():
         print(f"empirical privacy ({group}, {row['measure']}): strongest "
-              f"attacker {row['strongest']:.4f}, majority "
-              f"{row['majority']:.4f}")
+              f"attacker {row['strongest']:.4f}; the attacker that always "
+              f"answers the training split's most frequent value "
+              f"{row['majority']:.4f} (on the test split)")
     if result.get("guarantee_text"):
         print(result["guarantee_text"])
     print(f"Report: {os.path.join(output_dir, 'report.md')}")

@@ -29,7 +29,7 @@ NAME = "tfdptext-export"
 
 def define_flags(flag_values=FLAGS):
     """Defines tfdptext-export's flags in `flag_values`."""
-    from tfdptext.export import exporter
+    from tfdptext.export import choices as exporter
 
     flags.DEFINE_string("model_dir", None, "A tfdptext-train run directory.",
                         required=True, flag_values=flag_values)
@@ -83,19 +83,37 @@ def _check_paths():
 
 
 def _parse_lengths(values):
-    """--lengths as integers (None when not given); ExportError naming
+    """--lengths as integers (None when not given); ArgumentError naming
     `lengths` for a value that is not an integer (the range is checked by
     the exporter against the run's max_length)."""
-    from tfdptext.export import exporter
+    from tfdptext.errors import ArgumentError
 
     if not values:
         return None
     try:
         return [int(v) for v in values]
     except ValueError:
-        raise exporter.ExportError(
+        raise ArgumentError(
             f"`lengths` must be comma-separated integers (e.g. 32,64,128), "
             f"received {','.join(values)!r}.") from None
+
+
+def _announce(model_dir):
+    """The run's epsilon per text (its split.json), printed before the
+    conversion starts; nothing when the file cannot be read (the exporter
+    then says why)."""
+    from tfdptext import rundir
+    from tfdptext.errors import TfdptextError
+    from tfdptext.privacy import Guarantee
+    from tfdptext.privacy import headline
+
+    try:
+        split = rundir.RunDir(model_dir).read(rundir.SPLIT,
+                                              required=("guarantee",))
+        guarantee = Guarantee.from_dict(split["guarantee"])
+    except TfdptextError:
+        return
+    print("\n".join(headline.lines(guarantee)), flush=True)
 
 
 def export(argv):
@@ -103,6 +121,7 @@ def export(argv):
     del argv
     _check_paths()
     lengths = _parse_lengths(FLAGS.lengths)
+    _announce(FLAGS.model_dir)
     from tfdptext.export import exporter
 
     manifest = exporter.export_run(

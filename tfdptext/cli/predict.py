@@ -35,7 +35,14 @@ def predict(argv):
     from tfdptext.export.local import ExportedPipeline
     from tfdptext.privacy import Guarantee
 
+    from tfdptext.privacy import headline
+
     pipeline = ExportedPipeline(FLAGS.export_dir)
+    guarantee = Guarantee.from_dict(pipeline.manifest["guarantee"])
+    print("\n".join(headline.lines(guarantee)))
+    print(f"Each call is a fresh private release of every text given: "
+          f"predicting a text again releases it again, with new noise, and "
+          f"costs its epsilon again ({len(texts)} text(s) released now).\n")
     lengths = pipeline.lengths_for(texts)
     released = pipeline.privatize(texts)
     answer = pipeline.serve(released)

@@ -5,6 +5,9 @@ the user can fix) ends the program with `<program>: error: <message>` on
 stderr and exit status 2, no traceback. Any other exception is a bug and
 keeps its traceback; absl's own flag errors stay absl's.
 
+Every program runs inside `tfdptext.cli.quiet.filtered_stderr`: the stack's
+start-up noise and INFO lines are dropped unless `--verbose`.
+
 Pure Python: importing it never pulls in TensorFlow.
 """
 
@@ -13,10 +16,16 @@ import sys
 from absl import app
 from absl import flags
 
+from tfdptext.cli import quiet
 from tfdptext.errors import TfdptextError
 
 FLAGS = flags.FLAGS
 USAGE_ERROR_STATUS = 2
+VERBOSE = "verbose"
+
+flags.DEFINE_bool(VERBOSE, False, "Also print TensorFlow's and TFLite's INFO "
+                  "lines (conversion, SavedModel writing, delegates) and the "
+                  "CUDA probing of a machine without a GPU.")
 
 
 def run(name, module_name, program):
@@ -34,11 +43,14 @@ def with_usage_errors(name, program):
     usage error of the program `name` (status 2)."""
 
     def main(argv):
-        try:
-            return program(argv)
-        except TfdptextError as err:
-            print(f"{name}: error: {err}", file=sys.stderr)
-            sys.exit(USAGE_ERROR_STATUS)
+        verbose = bool(FLAGS[VERBOSE].value)
+        with quiet.filtered_stderr(verbose):
+            quiet.configure_logging(verbose)
+            try:
+                return program(argv)
+            except TfdptextError as err:
+                print(f"{name}: error: {err}", file=sys.stderr)
+                sys.exit(USAGE_ERROR_STATUS)
 
     return main
 
@@ -50,3 +62,4 @@ def _lend_help(module_name):
     sys.modules["__main__"].__doc__ = sys.modules[module_name].__doc__
     for flag in FLAGS.get_flags_for_module(module_name):
         FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    FLAGS.register_key_flag_for_module(sys.argv[0], FLAGS[VERBOSE])

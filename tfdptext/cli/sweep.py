@@ -16,7 +16,10 @@ pass them with --train_args); tfdptext-eval reloads each run's data from its
 config.json. Re-running the same command after an interruption skips
 finished cells and resumes the interrupted one, a SIGKILL included (the
 cell's training or evaluation is killed with the sweep). Writes sweep.json,
-summary.md and curves.png.
+summary.md and curves.png, and limit.png (accuracy against epsilon per text
+beside the randomized-response limit) when the cells' guarantees have one
+epsilon per text; --reference_run names the non-private run of the same
+budget whose accuracy the limit starts from.
 """
 
 import os
@@ -54,6 +57,13 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_list("eval_args", [], "Extra tfdptext-eval flags, e.g. "
                       "--eval_args=--attackers=mlp,logistic_regression",
                       flag_values=flag_values)
+    flags.DEFINE_string("reference_run", None,
+                        "A finished non-private run of the same data and "
+                        "budget: every cell's evaluation reports the "
+                        "randomized-response limit from its accuracy "
+                        "(tfdptext-eval --reference_run), and limit.png "
+                        "draws accuracy against epsilon per text with the "
+                        "limit curve.", flag_values=flag_values)
     flags.DEFINE_string("output_dir", None, "Sweep directory.",
                         required=True, flag_values=flag_values)
 
@@ -102,9 +112,11 @@ def _train(cell, run_dir):
 
 def _evaluate(cell, run_dir):
     del cell
+    reference = ([f"--reference_run={FLAGS.reference_run}"]
+                 if FLAGS.reference_run else [])
     _call(EVAL_MODULE, [f"--model_dir={run_dir}",
                         f"--output_dir={os.path.join(run_dir, 'eval')}",
-                        *FLAGS.eval_args])
+                        *reference, *FLAGS.eval_args])
 
 
 def _cells():
@@ -117,6 +129,10 @@ def _cells():
         raise ArgumentError(f"`train_flagfile`: no file "
                             f"{FLAGS.train_flagfile}.")
     runfiles.check_output_path(FLAGS.output_dir)
+    if FLAGS.reference_run:
+        from tfdptext.evaluation import evaluate
+
+        evaluate.check_reference_run(FLAGS.reference_run)
     cells = sweep.parse_grid(FLAGS.grid)
     x_name = FLAGS.x or list(cells[0])[-1]
     if x_name not in cells[0]:

@@ -51,11 +51,38 @@ def train(argv):
 
     config = cli_flags.build(training.TrainConfig)
     config.validate()
-    metrics = training.train(config, FLAGS.output_dir)
+    from tfdptext.cli import quiet
+    from tfdptext.privacy import headline
+
+    def announce(guarantee):
+        print("\n".join(headline.lines(guarantee)), flush=True)
+
+    metrics = training.train(config, FLAGS.output_dir,
+                             verbose=quiet.progress_verbosity(),
+                             announce=announce)
+    from tfdptext.evaluation import report
+
     print(f"\ndev accuracy {metrics['dev_accuracy']:.4f}, test accuracy "
-          f"{metrics['test_accuracy']:.4f}")
+          f"{metrics['test_accuracy']:.4f} (majority class "
+          f"{_majority(metrics)} on the test split: "
+          f"{metrics['majority_test_accuracy']:.4f})")
     print(metrics["guarantee_text"])
+    if metrics.get("limit"):
+        print(report.limit_text(metrics["limit"]))
+    if metrics.get("label_privacy"):
+        labels = metrics["label_privacy"]
+        print(labels.get("example_guarantee_text",
+                         labels["guarantee_text"]))
     print(f"Run directory: {FLAGS.output_dir}")
+
+
+def _majority(metrics):
+    """The name of the test split's most frequent class (metrics.json)."""
+    names = metrics.get("label_names") or []
+    index = metrics.get("majority_test_class")
+    if index is None or index >= len(names):
+        return "(its most frequent)"
+    return repr(names[index])
 
 
 def main():

@@ -48,7 +48,7 @@ def evaluation_options(model_dir, dataset=None, private_attributes=None,
                        max_attack_examples=5000, deniability_tokens=100,
                        deniability_samples=1000, membership=False,
                        baseline_eval=None, vocabulary=None, seed=0,
-                       plots=True):
+                       plots=True, reference_run=None):
     """What identifies an evaluation (stored in eval.json as "options"):
     the run (its directory and metrics.json's SHA-256), the data set and
     every argument that changes the numbers."""
@@ -71,6 +71,10 @@ def evaluation_options(model_dir, dataset=None, private_attributes=None,
         "vocabulary": (vocabulary if vocabulary is None
                        or isinstance(vocabulary, str) else "<list>"),
         "seed": seed, "plots": bool(plots),
+        "reference_run": (None if not reference_run
+                          else os.path.abspath(reference_run)),
+        "reference_run_metrics_sha256": (None if not reference_run else _sha256(
+            rundir.RunDir(reference_run).file(rundir.METRICS))),
     }
     return json.loads(json.dumps(options))
 
@@ -276,6 +280,72 @@ def check_classes(run, dataset):
             "the data it was trained for (or one with the same labels).")
 
 
+def check_reference_run(reference_run, dataset_name=None, n_test=None):
+    """The test accuracy of a finished NON-private run (the reference the
+    limit is computed from), or EvaluationError naming what is wrong."""
+    run = rundir.RunDir(reference_run, EvaluationError)
+    if not run.exists(rundir.METRICS):
+        raise EvaluationError(
+            f"`reference_run`: {reference_run} holds no {rundir.METRICS}; "
+            "give a finished tfdptext-train run (mode none).")
+    metrics = run.read(rundir.METRICS, required=(
+        "test_accuracy", "guarantee", "dataset", "sizes"))
+    if Guarantee.from_dict(metrics["guarantee"]).is_private:
+        raise EvaluationError(
+            f"`reference_run`: {reference_run} is a private run; the "
+            "reference is the NON-private run of the same budget (mode "
+            "none).")
+    if dataset_name is not None and metrics["dataset"] != dataset_name:
+        raise EvaluationError(
+            f"`reference_run`: {reference_run} was trained on "
+            f"{metrics['dataset']!r}, this evaluation is on "
+            f"{dataset_name!r}.")
+    if n_test is not None and metrics["sizes"].get("test") != n_test:
+        raise EvaluationError(
+            f"`reference_run`: {reference_run} was tested on "
+            f"{metrics['sizes'].get('test')} texts, this evaluation on "
+            f"{n_test}: not the same test split.")
+    return float(metrics["test_accuracy"])
+
+
+def baseline_reference(baseline_dir, n_test):
+    """The accuracy of a --baseline_eval that evaluated a NON-private run
+    on the same test split (a reference for the limit), else None."""
+    stored = runfiles.read_json(os.path.join(baseline_dir, EVAL),
+                                EvaluationError,
+                                required=("utility.accuracy", "guarantee"))
+    if Guarantee.from_dict(stored["guarantee"]).is_private or \
+            stored["utility"].get("n_test") != n_test:
+        return None
+    return float(stored["utility"]["accuracy"])
+
+
+def limit_of(run, accuracy, dataset, reference_run=None, baseline_eval=None):
+    """The randomized-response limit beside a private accuracy
+    (`tfdptext.privacy.limit.limit_report`), with the test split's class
+    frequencies as the prior and the reference accuracy of
+    `reference_run` (a non-private run), else of `baseline_eval` when it
+    evaluated a non-private run, else that of a perfect classifier."""
+    from tfdptext.privacy import limit
+
+    test, num_classes = dataset.splits["test"], dataset.num_classes
+    reference, source = None, None
+    if reference_run:
+        reference = check_reference_run(reference_run, dataset.name,
+                                        len(test))
+        source = os.path.abspath(reference_run)
+    elif baseline_eval:
+        reference = baseline_reference(baseline_eval, len(test))
+        source = None if reference is None else os.path.abspath(
+            baseline_eval)
+    prior = np.bincount(test.labels, minlength=num_classes)
+    report = limit.limit_report(Guarantee.from_dict(run.guarantee),
+                                accuracy, num_classes, reference, prior,
+                                num_texts=len(test))
+    report["reference_source"] = source
+    return report
+
+
 def gap_changes(labels, predicted, private, attributes, baseline_dir):
     """Paired permutation test of each gap against another evaluation of
     the same test split (its predictions.npz)."""
@@ -346,7 +416,8 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
              attackers=("mlp",), repeats=1, max_attack_examples=5000,
              deniability_tokens=100, deniability_samples=1000,
              membership=False, baseline_eval=None, vocabulary=None,
-             seed=0, progress=True, plots=True, overwrite=True):
+             seed=0, progress=True, plots=True, overwrite=True,
+             reference_run=None):
     """Evaluates the run in `model_dir`; returns and writes eval.json.
 
     The output is written into a hidden sibling `.<name>.partial-<pid>`
@@ -359,6 +430,11 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
     holding another evaluation is refused. `overwrite=True` replaces a
     finished evaluation. A non-empty `output_dir` without eval.json is
     always refused.
+
+    `reference_run` (a finished non-private run on the same test split)
+    gives the reference accuracy of the randomized-response limit reported
+    beside the accuracy (`utility.limit`); without it, a `baseline_eval`
+    of a non-private run does, else the limit is a perfect classifier's.
     """
     validation.check_int("repeats", repeats, 1)
     validation.check_int("max_attack_examples", max_attack_examples, 10)
@@ -369,13 +445,15 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
     options = evaluation_options(
         model_dir, dataset, private_attributes, attackers, repeats,
         max_attack_examples, deniability_tokens, deniability_samples,
-        membership, baseline_eval, vocabulary, seed, plots)
+        membership, baseline_eval, vocabulary, seed, plots, reference_run)
     done = check_output_dir(output_dir, options, overwrite)
     if done is not None:
         done["already_done"] = True
         return done
     if baseline_eval:
         check_baseline(baseline_eval)
+    if reference_run:
+        check_reference_run(reference_run)
     run = TrainedRun(model_dir, vocabulary)
     if dataset is not None:
         check_classes(run, dataset)
@@ -421,6 +499,9 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
             "utility": utility(test.labels, probabilities,
                                dataset.splits["train"].labels),
         }
+        result["utility"]["limit"] = limit_of(
+            run, result["utility"]["accuracy"], dataset, reference_run,
+            baseline_eval)
         if attributes:
             private = {name: ex.private for name, ex in splits.items()}
             result["attack"] = attack(feats, private, attributes,

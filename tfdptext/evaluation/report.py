@@ -107,6 +107,37 @@ def _release_text(result):
         private=result["mechanism"] != "none")
 
 
+def limit_text(limit):
+    """One paragraph on the randomized-response limit of an accuracy
+    (`tfdptext.privacy.limit.limit_report`, plus its reference source)."""
+    if not limit.get("applies"):
+        return f"No randomized-response limit applies: {limit['reason']}."
+    if limit.get("reference_given"):
+        whose = (f"randomized response on the prediction of the non-private "
+                 f"reference (accuracy {_f(limit['reference_accuracy'])}, "
+                 f"{limit.get('reference_source')})")
+    else:
+        whose = ("randomized response on the true class (a perfect "
+                 "classifier; `tfdptext-eval --reference_run` starts from "
+                 "the non-private run of the same budget)")
+    kind = ("a proven upper bound" if limit["kind"] == "theorem" else
+            "a reference, not a proven bound")
+    return (f"Limit at {limit['epsilon_per_text']:.4g} per text (delta "
+            f"{limit['delta']:.2g}), {whose}, decoded by Bayes' rule for the "
+            f"test split's class frequencies: {_f(limit['limit'])} ({kind}); "
+            f"this release reaches {limit['share_of_limit']:.3f} of it"
+            + (f" (95% interval {limit['share_of_limit_95'][0]:.3f}-"
+               f"{limit['share_of_limit_95'][1]:.3f} over "
+               f"{limit['num_texts']} test texts)"
+               if "share_of_limit_95" in limit else "") + ". "
+            + (f"No release at this epsilon lets any classifier beat "
+               f"{_f(limit['bound_any_classifier'])}."
+               if limit["bound_kind"] == "theorem" else
+               f"Randomized response on the true class reaches "
+               f"{_f(limit['bound_any_classifier'])} (with unequal classes "
+               f"and K > 2, not proven optimal)."))
+
+
 def write_report(result, output_dir):
     g = Guarantee.from_dict(result["guarantee"])
     lines = [
@@ -124,6 +155,8 @@ def write_report(result, output_dir):
     u = result["utility"]
     lines.append(f"| {_f(u['accuracy'])} | {_f(u['macro_f1'])} | "
                  f"{_f(u['majority_accuracy'])} | {u['n_test']} |")
+    if u.get("limit"):
+        lines += ["", limit_text(u["limit"])]
     attack = result.get("attack")
     if attack:
         lines += ["", "## Empirical privacy: attackers on the release", "",

@@ -195,6 +195,12 @@ class Sweep:
             token = result.get("token_level")
             if token:
                 row["inversion_accuracy"] = token["inversion_accuracy"]
+            limit = result["utility"].get("limit") or {}
+            if limit.get("applies"):
+                row["epsilon_per_text"] = limit["epsilon_per_text"]
+                row["limit"] = limit["limit"]
+                row["share_of_limit"] = limit["share_of_limit"]
+                row["_limit"] = limit
             rows.append(row)
         return rows
 
@@ -209,10 +215,10 @@ def write_summary(rows, output_dir, x_name):
 
     if not rows:
         raise ValueError("No finished cells to summarise.")
-    columns = [k for k in rows[0] if k not in ("cell", "guarantee")]
+    hidden = ("cell", "guarantee", "_limit")
+    columns = [k for k in rows[0] if k not in hidden]
     for row in rows[1:]:
-        columns += [k for k in row if k not in columns
-                    and k not in ("cell", "guarantee")]
+        columns += [k for k in row if k not in columns and k not in hidden]
     lines = ["| " + " | ".join(columns) + " |",
              "|" + "---|" * len(columns)]
     for row in rows:
@@ -224,8 +230,8 @@ def write_summary(rows, output_dir, x_name):
     measures = [c for c in columns if c == "test_accuracy"
                 or (c.startswith("privacy_") and not c.endswith("majority"))
                 or c == "inversion_accuracy"]
-    others = [c for c in rows[0] if c not in measures + [x_name, "cell",
-                                                         "guarantee", "n_test"]
+    others = [c for c in rows[0] if c not in measures + [x_name, "n_test"]
+              + list(hidden) + list(_LIMIT_COLUMNS)
               and not c.startswith("privacy_")]
     fig, axes = plt.subplots(1, len(measures), figsize=(4 * len(measures),
                                                         3.2), squeeze=False)
@@ -249,4 +255,56 @@ def write_summary(rows, output_dir, x_name):
     fig.tight_layout()
     fig.savefig(os.path.join(output_dir, "curves.png"), dpi=110)
     plt.close(fig)
+    limited = [row for row in rows if "_limit" in row]
+    if limited:
+        plot_against_limit(plt, groups, others, limited,
+                           os.path.join(output_dir, "limit.png"))
     return os.path.join(output_dir, "curves.png")
+
+
+# The summary's columns of the randomized-response limit.
+_LIMIT_COLUMNS = ("epsilon_per_text", "limit", "share_of_limit")
+
+
+def limit_curve(limit, epsilons):
+    """The limit of `limit` (an eval.json "utility.limit") at each of
+    `epsilons` per text, same K, reference, prior and delta."""
+    from tfdptext.privacy import limit as limit_lib
+
+    return [limit_lib.rr_limit(e, limit["num_classes"],
+                               limit["reference_accuracy"], limit["prior"],
+                               limit["delta"]) for e in epsilons]
+
+
+def plot_against_limit(plt, groups, others, rows, path):
+    """Test accuracy against epsilon per text (log axis), one line per
+    group of the other grid values, with the limit curve of each distinct
+    reference drawn dashed."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    for key, group in groups.items():
+        group = sorted([r for r in group if "_limit" in r],
+                       key=lambda r: r["epsilon_per_text"])
+        if not group:
+            continue
+        label = ", ".join(f"{o}={v}" for o, v in zip(others, key)) or None
+        ax.plot([r["epsilon_per_text"] for r in group],
+                [r["test_accuracy"] for r in group], "o-", label=label)
+    eps = [r["epsilon_per_text"] for r in rows]
+    grid = np.geomspace(min(eps) / 1.5, max(eps) * 1.5, 100)
+    curves = {}
+    for row in rows:
+        limit = row["_limit"]
+        key = (limit["reference_accuracy"], tuple(limit["prior"] or ()),
+               limit["num_classes"])
+        curves.setdefault(key, limit)
+    for (reference, _, _), limit in curves.items():
+        ax.plot(grid, limit_curve(limit, grid), "k--", linewidth=1,
+                label=f"limit (reference accuracy {reference:.3f})")
+    ax.set_xscale("log")
+    ax.set_xlabel("epsilon per text")
+    ax.set_ylabel("test accuracy")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -43,8 +43,9 @@ with the length for token-level splits and with word dropout). The server
 signature takes releases of any length up to max_length (`save_server`).
 
 The export runs in named steps (`_export_into`): convert the user side,
-write the tokenizer, [convert the string-in phone model], save the server,
-write the manifest. Everything is written into a hidden sibling
+state the guarantee over the table the phone model holds (d_chi, BRR:
+`table_guarantee`, read back from the .tflite), write the tokenizer,
+[convert the string-in phone model], save the server, write the manifest. Everything is written into a hidden sibling
 `.<name>.partial-<pid>` (the TFLite converter's intermediate SavedModel
 included, never the system's temporary directory), renamed to `<name>`
 once complete. An export killed with SIGKILL leaves that partial
@@ -62,12 +63,14 @@ import shutil
 import sys
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tfdptext import rundir
 from tfdptext import runfiles
 from tfdptext.data.tokenization import TextTokenizer
 from tfdptext.errors import TfdptextError
+from tfdptext.export import tables
 from tfdptext.export import text_input
 from tfdptext.export import tflite
 from tfdptext.models import secure
@@ -81,15 +84,12 @@ from tfdptext.version import __version__
 import tfdptext.layers  # noqa: F401
 import tfdptext.models  # noqa: F401
 
-# "input" (the default): the phone model takes `random_words` from the
-# app's secure generator. "internal": the model's own RANDOM_* ops, keyed
-# from 32 bits per app process (predictable; opt-in only).
-NOISE_INPUT = "input"
-NOISE_INTERNAL = "internal"
-NOISE_SOURCES = (NOISE_INPUT, NOISE_INTERNAL)
-RANDOMNESS = {NOISE_INPUT: randomness.APP_SECURE_RNG,
-              NOISE_INTERNAL: randomness.TFLITE_INTERNAL}
-QUANTIZATIONS = ("int8", "float32")
+# The choices (noise source, quantization) live in a pure module.
+from tfdptext.export.choices import NOISE_INPUT  # noqa: E402
+from tfdptext.export.choices import NOISE_INTERNAL  # noqa: E402
+from tfdptext.export.choices import NOISE_SOURCES  # noqa: E402
+from tfdptext.export.choices import QUANTIZATIONS  # noqa: E402
+from tfdptext.export.choices import RANDOMNESS  # noqa: E402
 SIGNATURE = "serving_default"
 # Phone model lengths: the shortest accepted ([CLS] + one token + [SEP]),
 # and the shortest of the default set (then doubling below max_length).
@@ -307,6 +307,17 @@ def _refuse_unusable(release):
         return tf.identity(release)
 
 
+def _refuse_non_finite(probabilities):
+    """Server-side check of the answer: NaN comes from a release the model
+    cannot read (a code outside [0, m): `tfdptext.models.CodeDecoder`), and
+    is refused rather than answered."""
+    ok = tf.reduce_all(tf.math.is_finite(probabilities))
+    message = ("tfdptext: refused release: the server's answer is not "
+               "finite (a released code outside the model's range)")
+    with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
+        return tf.identity(probabilities)
+
+
 def label_names_of(model_dir, metrics, split, num_classes):
     """The run's label names (metrics.json or split.json "label_names");
     "0".."K-1" for runs that recorded none. ExportError when they do not
@@ -370,7 +381,8 @@ def _write_server(server, split_point, max_length, dim, path,
             inputs = _refuse_bad_length(inputs, spec.release, max_length)
         inputs[spec.release] = _refuse_unusable(inputs[spec.release])
         logits = server(spec.server_feed(inputs), training=False)
-        probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+        probabilities = _refuse_non_finite(
+            tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1))
         label = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
         return {"probabilities": probabilities, "label": label,
                 "label_name": tf.gather(names, label)}
@@ -399,11 +411,19 @@ def _randomness_contract(phone, noise_source):
                  "(Android: SecureRandom.nextBytes; iOS: "
                  "SecRandomCopyBytes); never reuse or derive them"),
         "checks": ("the model makes its release unusable (all NaN; token "
-                   "ids all -1) when the words look unfilled, constant or "
-                   "repeated within the call (false alarm below 2^-40 for "
-                   "good words); the server refuses such releases: discard "
-                   "it and call again with fresh words"),
-        "not_detectable": "reuse of a buffer across calls",
+                   "ids all -1) when the words show structure: unfilled, "
+                   "constant, a counter or arithmetic progression, an LCG, "
+                   "low or high bytes too even or too repetitive, near-equal "
+                   "neighbours, a block of words used twice within the call "
+                   "(false alarm below 2^-40 for good words; "
+                   "tfdptext.privacy.word_statistics); the server refuses "
+                   "such releases: discard it and call again with fresh "
+                   "words"),
+        "not_detectable": ("a predictable generator whose output looks "
+                           "uniform (java.util.Random or any seeded PRNG: "
+                           "the seed, e.g. the time, gives the noise away), "
+                           "and reuse of a buffer across calls: no check "
+                           "inside the model can see either"),
     }
 
 
@@ -494,6 +514,9 @@ def _export_into(out, source, options):
               for length in options.lengths}
     phone = phones[source.max_length]
     user_record = convert_user_side(phones, out, options)
+    guarantee, table = table_guarantee(user, source.spec, guarantee, out)
+    if table is not None:
+        user_record["privatizer_table"] = table
     tokenizer = write_tokenizer(source, out)
     user_record["tokenizer"] = tokenizer.config()
     user_record["text_in"] = (
@@ -539,6 +562,72 @@ def convert_user_side(phones, out, options):
                           "its own random numbers.")
     _write_bytes(out.file(rundir.PHONE_MODEL), tflite_bytes)
     return _user_record(phones, options, sorted({op.name for op in ops}))
+
+
+def _table_kind(privatizer, spec):
+    """"dchi" or "brr" when the privatizer reads a table whose rows the
+    guarantee is over (d_chi text-to-text, BRR, d_chi on the token split's
+    embeddings), else None."""
+    from tfdptext import layers
+
+    if isinstance(privatizer, layers.BRRTextPrivatizer):
+        return "brr"
+    if isinstance(privatizer, layers.DChiTextPrivatizer):
+        return "dchi"
+    if isinstance(privatizer, layers.DChiNoise) and \
+            spec.name == split_spec.TOKEN:
+        return "dchi"
+    return None
+
+
+def table_guarantee(user, spec, guarantee, out):
+    """Step 1b: the guarantee over the table the phone model holds.
+
+    For a privatizer that reads a table (`_table_kind`), reads it back out
+    of PHONE_MODEL as the kernel dequantizes it (`tfdptext.export.tables`)
+    and returns (guarantee, manifest record). d_chi: the metric is the
+    distance between THOSE rows (int8 exports quantize the table); the
+    guarantee says so, with the table's SHA-256 and how far it moved. BRR:
+    the signs read back must be the trained codes (ExportError otherwise).
+    Other splits: (guarantee, None).
+    """
+    _, privatizer = secure.find_layers(user)
+    kind = _table_kind(privatizer, spec)
+    if kind is None or not guarantee.is_private:
+        return guarantee, None
+    trained = split_lib.release_embedding_table(user)
+    with open(out.file(rundir.PHONE_MODEL), "rb") as f:
+        held = tables.read_table(f.read(), trained.shape)
+    record = tables.record(held, trained)
+    where = (f"the table the phone model holds ({rundir.PHONE_MODEL}, "
+             f"{held.dtype}, SHA-256 of its float32 values "
+             f"{held.sha256[:16]}...; tfdptext.export.tables."
+             "read_export_table)")
+    if kind == "brr":
+        if not np.array_equal(np.sign(held.values), np.sign(trained)):
+            raise ExportError(
+                "The BRR codes read back from the phone model differ from "
+                "the trained codes (their signs changed in conversion); "
+                "export with --quantization=float32.")
+        condition = (f"the codes are the signs of {where}: equal to the "
+                     "trained codes (checked at export)")
+        metric = guarantee.metric
+    else:
+        same = held.dtype == "float32" and np.array_equal(held.values,
+                                                          trained)
+        condition = (
+            f"distances are between the rows of {where}" + (
+                ": the float32 table as trained" if same else
+                f": the guarantee is over those rows as dequantized "
+                f"(largest change of an entry from the trained float32 "
+                f"table {record['max_abs_change']:.3g}), not over the "
+                "trained table"))
+        metric = (guarantee.metric + " as held by the phone model"
+                  + ("" if same else f" ({held.dtype}, dequantized)"))
+    return dataclasses.replace(
+        guarantee, metric=metric,
+        conditions=guarantee.conditions + (condition,),
+        details={**guarantee.details, "table": record}), record
 
 
 def _length_record(length, phone, max_length, options):

@@ -6,6 +6,7 @@ guarantee with `guarantee()`.
 """
 
 from tfdptext.layers.brr_text_privatizer import BRRTextPrivatizer
+from tfdptext.layers.code_randomized_response import CodeRandomizedResponse
 from tfdptext.layers.dchi_noise import DChiNoise
 from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
 from tfdptext.layers.laplace_noise import LaplaceNoise
@@ -15,6 +16,7 @@ from tfdptext.layers.word_dropout import WordDropout
 
 __all__ = [
     "BRRTextPrivatizer",
+    "CodeRandomizedResponse",
     "DChiNoise",
     "DChiTextPrivatizer",
     "LaplaceNoise",

@@ -127,6 +127,12 @@ class RandomizedLayer(keras.layers.Layer):
         """Per-example shape of the uniforms `apply` needs (no batch)."""
         raise NotImplementedError
 
+    def words_shape(self, input_shape):
+        """Per-example shape of the int32 random words `apply` needs in
+        their place (`tfdptext.models.secure`): the uniforms' shape, unless
+        the layer reads several words per number."""
+        return self.uniforms_shape(input_shape)
+
     def _noisy(self, uniforms):
         if uniforms is not None:
             return True
@@ -202,7 +208,13 @@ class PrivatizationLayer(RandomizedLayer):
         if not self.noise:
             return guarantee_lib.Guarantee.none(
                 self.name, "noise is switched off (noise=False)")
-        return self._guarantee().with_randomness(randomness)
+        return self._guarantee_for(randomness).with_randomness(randomness)
+
+    def _guarantee_for(self, randomness):
+        """The guarantee with noise from `randomness` (mechanisms whose
+        delta depends on the source's grid override this)."""
+        del randomness
+        return self._guarantee()
 
     def _guarantee(self):
         raise NotImplementedError

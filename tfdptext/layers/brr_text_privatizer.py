@@ -30,7 +30,9 @@ class BRRTextPrivatizer(token_privatizer.TokenPrivatizer):
 
     M(w) = argmin_{w' in candidates} d_H(RR(phi(w)), phi(w')), where RR
     keeps each of the n bits with probability e^eps / (1 + e^eps) and flips
-    it otherwise, independently. Per token, the output is
+    it otherwise, independently (integer thresholds, as in
+    `RandomizedResponse`: kept iff k < floor(p 2^bits)). Per token, the
+    output is
     eps * d_H(phi(w), phi(w')) metric-DP (`guarantee()`); decoding is
     post-processing.
 
@@ -82,7 +84,9 @@ class BRRTextPrivatizer(token_privatizer.TokenPrivatizer):
                          special_token_ids, passthrough_token_ids,
                          noise=noise, **kwargs)
         self.epsilon = validation.check_positive("epsilon", epsilon)
-        self.flip_probability = rr.flip_probability(self.epsilon)
+        self.thresholds = rr.keep_thresholds(self.epsilon)
+        self.flip_probability = rr.implemented_flip_probability(
+            self.epsilon)
         self.codes_description = codes_description
 
     def nearest_tokens(self, noisy_signs):
@@ -93,9 +97,9 @@ class BRRTextPrivatizer(token_privatizer.TokenPrivatizer):
         return tf.argmax(scores, axis=-1, output_type=tf.int32)
 
     def _private_tokens(self, rows, uniforms):
-        u = sampling.uniform(tf.shape(rows), uniforms)
+        k, grid = sampling.random_integers(tf.shape(rows), uniforms)
         return self.nearest_tokens(
-            tf.where(u < self.flip_probability, -rows, rows))
+            tf.where(k < self.thresholds[grid], rows, -rows))
 
     def _uniforms_per_token(self):
         return self.num_bits

@@ -7,6 +7,7 @@ from tfdptext.errors import ArgumentError
 from tfdptext.layers import base
 from tfdptext.layers import sampling
 from tfdptext.privacy import metric
+from tfdptext.privacy import randomness as randomness_lib
 from tfdptext.privacy import validation
 
 
@@ -68,9 +69,13 @@ class DChiNoise(base.PrivatizationLayer):
             sampling.dchi_uniforms_per_vector(n),)
 
     def _guarantee(self):
+        return self._guarantee_for(randomness_lib.TENSORFLOW_UNSEEDED)
+
+    def _guarantee_for(self, randomness):
         return metric.dchi_guarantee(
             self.eta, self.dimension, self.embedding_description,
-            vectors=self.vectors)
+            vectors=self.vectors,
+            uniform_bits=metric.exponential_bits(randomness))
 
     def get_config(self):
         config = super().get_config()

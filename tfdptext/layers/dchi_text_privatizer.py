@@ -8,6 +8,7 @@ from tfdptext.errors import ArgumentError
 from tfdptext.layers import sampling
 from tfdptext.layers import token_privatizer
 from tfdptext.privacy import metric
+from tfdptext.privacy import randomness as randomness_lib
 from tfdptext.privacy import validation
 
 
@@ -88,9 +89,13 @@ class DChiTextPrivatizer(token_privatizer.TokenPrivatizer):
         return sampling.dchi_uniforms_per_vector(self.embedding_dim)
 
     def _guarantee(self):
+        return self._guarantee_for(randomness_lib.TENSORFLOW_UNSEEDED)
+
+    def _guarantee_for(self, randomness):
         return metric.dchi_guarantee(
             self.eta, self.embedding_dim, self.embedding_description,
-            text_to_text=True)
+            text_to_text=True,
+            uniform_bits=metric.exponential_bits(randomness))
 
     def get_config(self):
         config = super().get_config()

@@ -60,9 +60,18 @@ class LaplaceNoise(base.PrivatizationLayer):
     def uniforms_shape(self, input_shape):
         return tuple(input_shape[1:]) + (2,)
 
+    def words_shape(self, input_shape):
+        # Two words per exponential (`sampling.laplace`).
+        return tuple(input_shape[1:]) + (2, 2)
+
     def _guarantee(self):
         return laplace_accounting.laplace_guarantee(
             self.epsilon, self.dimension, self.sensitivity)
+
+    def _guarantee_for(self, randomness):
+        return laplace_accounting.laplace_guarantee(
+            self.epsilon, self.dimension, self.sensitivity,
+            uniform_bits=laplace_accounting.exponential_bits(randomness))
 
     def get_config(self):
         config = super().get_config()

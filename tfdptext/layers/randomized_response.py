@@ -18,6 +18,14 @@ class RandomizedResponse(base.PrivatizationLayer):
     float32 0.0 / 1.0. Each bit is flipped independently. The output is
     epsilon * d_Hamming metric-DP (BRR, Carvalho et al.).
 
+    The flip is integer arithmetic, never a float compared with a float
+    probability: a bit is kept iff k < T, with k a random integer of 24
+    bits (random words, or float uniforms given to `apply`) or 23 bits
+    (TensorFlow's own uniforms) and T = floor(p 2^bits)
+    (`tfdptext.privacy.categorical.keep_threshold` with m = 2). The
+    guarantee states the epsilon of those exact probabilities (never more
+    than requested: the keep probability is rounded down).
+
     Args:
         epsilon: privacy parameter per bit, finite and > 0.
         noise: False switches noise off (debugging only; no guarantee).
@@ -31,7 +39,9 @@ class RandomizedResponse(base.PrivatizationLayer):
     def __init__(self, epsilon, noise=True, **kwargs):
         super().__init__(noise=noise, **kwargs)
         self.epsilon = validation.check_positive("epsilon", epsilon)
-        self.flip_probability = rr.flip_probability(self.epsilon)
+        self.thresholds = rr.keep_thresholds(self.epsilon)
+        self.flip_probability = rr.implemented_flip_probability(
+            self.epsilon)
         self.num_bits = None
 
     def build(self, input_shape):
@@ -44,8 +54,8 @@ class RandomizedResponse(base.PrivatizationLayer):
         raw = tf.cast(inputs, tf.float32)
         bits = tf.cast(raw > 0.5, tf.float32)
         if self._noisy(uniforms):
-            u = sampling.uniform(tf.shape(bits), uniforms)
-            bits = tf.where(u < self.flip_probability, 1.0 - bits, bits)
+            k, grid = sampling.random_integers(tf.shape(bits), uniforms)
+            bits = tf.where(k < self.thresholds[grid], bits, 1.0 - bits)
         return base.nan_unless(base.finite_rows(raw), bits)
 
     def uniforms_shape(self, input_shape):

@@ -1,5 +1,8 @@
 """Encoders and the user-side / server-side split."""
 
+from tfdptext.models.code import ArgmaxCode
+from tfdptext.models.code import CodeDecoder
+
 from tfdptext.models.gradient_reversal import GradientReversal
 from tfdptext.models.pooling import MaskedMeanPooling
 from tfdptext.models.presets import DEFAULT_PRESET
@@ -11,6 +14,7 @@ from tfdptext.models.presets import resolve_preset
 from tfdptext.models.split import PRIVATE_PROJECTION
 from tfdptext.models.split import SPLIT_POINTS
 from tfdptext.models.split import SplitModel
+from tfdptext.models.split import code_split
 from tfdptext.models.split import release_embedding_table
 from tfdptext.models.split import sequence_representation_split
 from tfdptext.models.split import text_to_text_split

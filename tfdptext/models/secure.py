@@ -10,23 +10,33 @@ model of an export is this wrapper (the app fills the words from the
 platform's secure generator); in Python, `SecureUserSide` fills them from
 `os.urandom`.
 
-The words are checked in the graph, and a release whose words fail is
-unusable (all NaN; privatized token ids all -1), never a clean release:
+The words are checked in the graph (`tfdptext.models.word_checks`; the
+laws and limits in `tfdptext.privacy.word_statistics`), and a release
+whose words fail is unusable (all NaN; privatized token ids all -1), never
+a clean release. Each row is tested for balance (mean of its 24-bit values
+and of its high bytes), serial structure (consecutive words near-equal or
+too regular: counters with any step, Weyl sequences), the spread of its
+low and high bytes and of their steps (too few repeats as well as too
+many: the low byte of a counter or a 32-bit LCG is too even), and the
+whole call, all rows flattened into one buffer, is sorted once to count
+repeated words and repeated 2-word blocks (a block used twice anywhere:
+one token's words for another token, a Laplace pair taken twice, two rows
+with the same words). A good buffer fails with probability below 2^-40
+per call (per row and batch: `word_statistics`). No check can tell a
+predictable generator from a secure one (java.util.Random seeded with the
+time passes every check): the app must use the platform's secure
+generator.
 
-- mean of the uniforms within the Hoeffding tolerance of 1/2 (catches an
-  unfilled, zero or constant buffer, or one filled only in its low bytes);
-- few colliding words (catches a constant buffer and blocks used twice,
-  such as a Laplace pair from one number, or a buffer filled with a short
-  random array over and over). Up to `SORT_LIMIT` words, the words are
-  sorted and equal neighbours counted: any repeat beyond chance is caught.
-  Sorting ~10^5 words costs ~20 ms in TFLite, so longer buffers (token-level
-  d_chi: 768 words per token) hash the words into 2^17 buckets by their low
-  bits and count colliding pairs in one pass (~2.5 ms for 98,304 words): a
-  repeated block of a few thousand words, at any offset, is caught.
-Both thresholds are Poisson tails with false alarm below 2^-40 for good
-words (`tfdptext.privacy.randomness.duplicate_threshold`).
+A model takes at least MIN_RANDOM_WORDS words, even when its mechanism
+needs fewer (the code release needs 2, a k = 8 Laplace release 16): with a
+handful of words the checks have no power, so an unfilled buffer would be
+released as if it were random. The mechanism reads the first words it
+needs; all are checked.
 
-Each word gives one uniform U = (w mod 2^24) / 2^24 in [0, 1 - 2^-24].
+Each word gives a uniform U = (w mod 2^24) / 2^24, an integer w mod 2^24
+(randomized response), or an exponential from all 32 bits; the Laplace
+noise reads two words per exponential (`tfdptext.layers.sampling`): the
+privatization layers take the words themselves (`words_shape`).
 """
 
 import os
@@ -37,17 +47,21 @@ import tensorflow as tf
 
 from tfdptext.errors import TfdptextError
 from tfdptext.layers import base as layers_base
+from tfdptext.layers import sampling
 from tfdptext.models import split as split_lib
+from tfdptext.models import word_checks
 from tfdptext.models import split_spec
 from tfdptext.privacy import randomness
+from tfdptext.privacy import word_statistics
 
 RANDOM_WORDS = "random_words"
 INVALID_TOKEN_ID = -1
-_UNIFORM_SCALE = 2.0**-24
-# Longest buffer whose duplicates are counted by sorting; longer buffers
-# count colliding pairs over BUCKETS hash buckets.
-SORT_LIMIT = 4096
-BUCKETS = 2**17
+# The fewest random words a model takes (module docstring): 512 bytes, one
+# block of the byte checks, for which a zero or constant buffer fails
+# several checks.
+MIN_RANDOM_WORDS = word_statistics.MIN_WORDS
+# The most words one call (a batch) may carry: the checks refuse more.
+MAX_WORDS_PER_CALL = word_statistics.MAX_WORDS_PER_CALL
 
 
 class RandomnessError(TfdptextError):
@@ -63,47 +77,14 @@ def os_random_words(shape):
 
 def uniforms_from_words(words):
     """U[0, 1) float32 numbers from int32 words: (w mod 2^24) / 2^24."""
-    low = tf.math.floormod(tf.cast(words, tf.int32), 2**24)
-    return tf.cast(low, tf.float32) * _UNIFORM_SCALE
+    return sampling.uniforms_from_words(words)
 
 
 def words_look_random(words):
-    """(batch, 1) booleans: whether each row of random words passes the
-    checks (see the module docstring). The static row length sets the
-    tolerances."""
-    num_words = int(words.shape[-1])
-    words = tf.cast(words, tf.int32)
-    mean = tf.reduce_mean(uniforms_from_words(words), axis=-1, keepdims=True)
-    balanced = tf.abs(mean - 0.5) <= randomness.mean_tolerance(num_words)
-    if num_words < 2:
-        return balanced
-    if num_words <= SORT_LIMIT:
-        pairs = _equal_sorted_neighbours(words)
-        limit = randomness.duplicate_threshold(num_words)
-    else:
-        pairs = _bucket_collisions(words)
-        limit = randomness.duplicate_threshold(num_words, buckets=BUCKETS)
-    return tf.logical_and(balanced, pairs <= float(limit))
-
-
-def _equal_sorted_neighbours(words):
-    """(batch, 1): equal adjacent words after sorting each row."""
-    ordered = tf.math.top_k(words, k=int(words.shape[-1]), sorted=True).values
-    equal = tf.cast(tf.equal(ordered[:, 1:], ordered[:, :-1]), tf.float32)
-    return tf.reduce_sum(equal, axis=-1, keepdims=True)
-
-
-def _bucket_collisions(words):
-    """(batch, 1): pairs of words of a row in the same of BUCKETS buckets
-    (their low 17 bits), sum over buckets of c (c - 1) / 2."""
-    rows = tf.shape(words)[0]
-    offsets = tf.range(rows)[:, None] * BUCKETS
-    ids = tf.reshape(tf.math.floormod(words, BUCKETS) + offsets, [-1])
-    counts = tf.math.unsorted_segment_sum(
-        tf.ones_like(ids, tf.float32), ids, rows * BUCKETS)
-    counts = tf.reshape(counts, [-1, BUCKETS])
-    return tf.reduce_sum(counts * (counts - 1.0), axis=-1,
-                         keepdims=True) / 2.0
+    """(batch, 1) booleans, all equal: whether the call's random words
+    pass the checks (module docstring). The static row length sets the
+    per-row limits; the duplicate checks run over the whole batch."""
+    return word_checks.words_look_random(words)
 
 
 def find_layers(user):
@@ -117,7 +98,8 @@ class _RandomWordsNoise(keras.layers.Layer):
 
     Call with (features, random_words): returns the release. The user side
     runs inside `randomness_from_caller()`, so it computes the clean value
-    and every random choice comes from the words.
+    and every random choice comes from the words, which the layers take
+    as they are (int32: `tfdptext.layers.sampling`).
     """
 
     def __init__(self, user, release_name, dropout, privatizer, **kwargs):
@@ -130,19 +112,19 @@ class _RandomWordsNoise(keras.layers.Layer):
     def call(self, features, random_words):
         words = tf.cast(random_words, tf.int32)
         ok = words_look_random(words)
-        uniforms = uniforms_from_words(words)
         offset = 0
         if self.dropout is not None and self.dropout.rate > 0.0:
             length = int(features["token_ids"].shape[1])
             features = self.dropout.apply(features,
-                                          uniforms[:, offset:offset + length])
+                                          words[:, offset:offset + length])
             offset += length
         with layers_base.randomness_from_caller():
             value = self.user(features)[self.release_name]
         if self.privatizer is not None:
-            shape = self.privatizer.uniforms_shape(value.shape)
-            part = tf.reshape(uniforms[:, offset:],
-                              [-1, *[int(d) for d in shape]])
+            shape = [int(d) for d in self.privatizer.words_shape(
+                value.shape)]
+            size = int(np.prod(shape))
+            part = tf.reshape(words[:, offset:offset + size], [-1, *shape])
             value = self.privatizer.apply(value, part)
         ok = tf.reshape(ok, [-1] + [1] * (len(value.shape) - 1))
         if value.dtype.is_integer:
@@ -155,14 +137,74 @@ class _RandomWordsNoise(keras.layers.Layer):
         return keras.KerasTensor(released.shape, dtype=released.dtype)
 
 
+class _CheckedPrivatizer(keras.layers.Layer):
+    """A privatization layer applied to int32 random words, its release
+    made unusable when the words fail the checks."""
+
+    def __init__(self, privatizer, **kwargs):
+        super().__init__(**kwargs)
+        self.privatizer = privatizer
+
+    def build(self, inputs_shape, words_shape=None):
+        if not self.privatizer.built:
+            self.privatizer.build(inputs_shape)
+        super().build(inputs_shape)
+
+    def call(self, inputs, words):
+        words = tf.cast(words, tf.int32)
+        shape = [int(d) for d in self.privatizer.words_shape(inputs.shape)]
+        size = int(np.prod(shape))
+        value = self.privatizer.apply(
+            inputs, tf.reshape(words[:, :size], [-1, *shape]))
+        ok = tf.reshape(words_look_random(words),
+                        [-1] + [1] * (len(value.shape) - 1))
+        if value.dtype.is_integer:
+            return tf.where(ok, value, tf.constant(INVALID_TOKEN_ID,
+                                                   value.dtype))
+        return layers_base.nan_unless(ok, value)
+
+    def compute_output_spec(self, inputs, words):
+        integer = "int" in str(inputs.dtype)
+        return keras.KerasTensor(inputs.shape,
+                                 dtype="int32" if integer else "float32")
+
+
+def secure_privatizer_model(privatizer, input_shape, input_dtype="float32",
+                            before=None):
+    """A privatization layer alone, fed like a phone model: inputs `x`
+    (batch, *input_shape) and `random_words` (int32, at least
+    MIN_RANDOM_WORDS), checked as a phone model checks them. `before`
+    (a Keras layer, e.g. MinMaxNormalize) runs on x first. For audits
+    and demonstrations without a trained user side.
+
+    Example:
+    >>> model = secure_privatizer_model(LaplaceNoise(1.0), (384,),
+    ...                                 before=MinMaxNormalize())
+    >>> model.input["random_words"].shape   # 4 words per coordinate
+    (None, 1536)
+    """
+    shape = tuple(int(d) for d in input_shape)
+    x = keras.Input(shape, dtype=input_dtype, name="x")
+    count = int(np.prod(privatizer.words_shape((None, *shape))))
+    words = keras.Input((max(count, MIN_RANDOM_WORDS),), dtype="int32",
+                        name=RANDOM_WORDS)
+    value = before(x) if before is not None else x
+    released = _CheckedPrivatizer(privatizer, name="noise_from_random_words")(
+        value, words)
+    return keras.Model({"x": x, RANDOM_WORDS: words}, released,
+                       name="privatizer")
+
+
 def words_per_example(user, split_point, max_length):
-    """How many random words one example needs (dropout, then noise)."""
+    """How many random words one example takes: what dropout, then the
+    noise, need, and at least MIN_RANDOM_WORDS (0 when nothing is
+    random)."""
     dropout, privatizer = find_layers(user)
     count = max_length if dropout is not None and dropout.rate > 0 else 0
     if privatizer is not None:
         value = _release_spec(user, split_point, max_length)
-        count += int(np.prod(privatizer.uniforms_shape(value.shape)))
-    return count
+        count += int(np.prod(privatizer.words_shape(value.shape)))
+    return max(count, MIN_RANDOM_WORDS) if count else 0
 
 
 def _release_spec(user, split_point, max_length):
@@ -218,7 +260,8 @@ class SecureUserSide:
 
     Builds (and caches) one `secure_user_model` per input length, feeds
     every example fresh words from `os.urandom`, and raises RandomnessError
-    if a release comes back unusable.
+    if a release comes back unusable. A batch is run in calls of at most
+    MAX_WORDS_PER_CALL words (the checks refuse larger calls).
 
     Args:
         user: a user-side Keras model (left unchanged).
@@ -258,11 +301,17 @@ class SecureUserSide:
         ids = np.asarray(features["token_ids"], np.int32)
         mask = np.asarray(features["padding_mask"], np.int32)
         model = self.model(ids.shape[1])
-        words = os_random_words((len(ids), int(model.input[RANDOM_WORDS]
-                                               .shape[-1])))
-        out = model({"token_ids": ids, "padding_mask": mask,
-                     RANDOM_WORDS: words})
-        value = np.asarray(out[self.release_name])
+        width = int(model.input[RANDOM_WORDS].shape[-1])
+        rows = max(1, MAX_WORDS_PER_CALL // width)
+        parts = []
+        for start in range(0, len(ids), rows):
+            stop = start + rows
+            out = model({"token_ids": ids[start:stop],
+                         "padding_mask": mask[start:stop],
+                         RANDOM_WORDS: os_random_words(
+                             (len(ids[start:stop]), width))})
+            parts.append(np.asarray(out[self.release_name]))
+        value = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if not release_is_usable(value):
             raise RandomnessError(
                 "The user side returned an unusable release (NaN or id -1): "

@@ -22,14 +22,17 @@ takes that same dict.
 import dataclasses
 
 import keras
+import numpy as np
 
 from tfdptext.errors import ArgumentError
 from tfdptext.layers import base as layers_base
 from tfdptext.layers.brr_text_privatizer import BRRTextPrivatizer
 from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
 from tfdptext.layers.word_dropout import WordDropout
+from tfdptext.models import code as code_lib
 from tfdptext.models import split_spec
 from tfdptext.models.pooling import MaskedMeanPooling
+from tfdptext.models.split_spec import CODE
 from tfdptext.models.split_spec import SEQUENCE
 from tfdptext.models.split_spec import SPLIT_POINTS  # noqa: F401
 from tfdptext.models.split_spec import TEXT_TO_TEXT
@@ -62,6 +65,14 @@ class SplitModel:
         split_point: one of SPLIT_POINTS.
         privatizer: the privatization layer (None for a non-private model).
         input_dropout: a WordDropout on the user side, or None.
+        training_model: what `fit` trains when `model` cannot be (the code
+            release: its argmax has no gradient); None: `model`. It shares
+            every weight with `user` and `server`.
+        training_loss: the Keras loss of `training_model`; None: the
+            cross-entropy of `model`'s logits.
+        calibrate: None, or `calibrate(batches)` to run once training is
+            done, on the training batches (the code release refits its
+            decoder in closed form).
     """
 
     user: keras.Model
@@ -70,6 +81,9 @@ class SplitModel:
     split_point: str
     privatizer: object = None
     input_dropout: object = None
+    training_model: keras.Model = None
+    training_loss: object = None
+    calibrate: object = None
 
     @property
     def spec(self):
@@ -349,23 +363,102 @@ def text_to_text_split(backbone, num_classes, privatizer, pooling="mean",
         privatizer)
 
 
+def code_split(backbone, num_classes, num_codes, privatizer=None,
+               pooling="mean", sequence_length=None, class_prior=None):
+    """User: encoder -> pooling -> dense to `num_codes` logits -> argmax ->
+    [privatizer, a CodeRandomizedResponse]; server: a CodeDecoder table
+    from the released code to class logits.
+
+    The user side returns {"private_code": (batch,) int32}. `model` is
+    server(user(inputs)), the real channel (argmax, randomized response);
+    `training_model` outputs the expected log-likelihoods over the channel
+    (`tfdptext.models.code`) and trains with `training_loss`.
+
+    Args:
+        backbone: a keras-hub BertBackbone.
+        num_classes: task classes K.
+        num_codes: m >= K codes (several codes per class when m > K).
+        privatizer: a `CodeRandomizedResponse` over `num_codes` codes, or
+            None for a non-private code (the reference of the same model).
+        class_prior: the training labels' class frequencies: the decoder
+            starts as the Bayes decoder of a perfect code head through the
+            channel (`tfdptext.models.code.bayes_table`), and
+            `split.calibrate(batches)` refits it in closed form after
+            training (`refit_decoder`). None: uniform.
+
+    Training the decoder by gradient alone is slow where the learning rate
+    suits the encoder (1e-4): at a small epsilon it would keep decoding
+    code c to class c, below always answering the majority class.
+    """
+    validation.check_int("num_classes", num_classes, minimum=2)
+    validation.check_choice("pooling", pooling, POOLINGS)
+    num_codes = validation.check_int("num_codes", num_codes, minimum=2)
+    if num_codes < num_classes:
+        raise ArgumentError(
+            f"`num_codes` must be at least the number of classes "
+            f"({num_classes}): with {num_codes} codes some classes could "
+            "never be named.")
+    if privatizer is not None and getattr(privatizer, "num_codes",
+                                          None) != num_codes:
+        raise ArgumentError(
+            f"`privatizer` must randomize {num_codes} codes, received "
+            f"{privatizer!r}.")
+    spec = split_spec.get(CODE)
+    inputs = feature_inputs(sequence_length)
+    encoded = backbone({k: inputs[k] for k in FEATURES})
+    pooled = _pool(backbone, encoded["sequence_output"],
+                   inputs["padding_mask"], pooling)
+    logits = keras.layers.Dense(num_codes, name=code_lib.CODE_LOGITS)(pooled)
+    code = code_lib.ArgmaxCode(name=code_lib.ARGMAX_CODE)(logits)
+    user = _user_side(spec, inputs,
+                      code if privatizer is None else privatizer(code))
+    server_inputs = released_inputs(spec, sequence_length)
+    transition = (privatizer.transition_matrix() if privatizer is not None
+                  else np.eye(num_codes, dtype=np.float32))
+    prior = (np.full(num_classes, 1.0 / num_classes) if class_prior is None
+             else np.asarray(class_prior, np.float64))
+    decoder = code_lib.CodeDecoder(
+        num_codes, num_classes, name=code_lib.CODE_DECODER,
+        table=code_lib.bayes_table(prior, transition, num_codes))
+    split = _split_model(spec, inputs, user, server_inputs,
+                         server_inputs[spec.release], decoder, privatizer)
+    released = code_lib.CodeChannel(transition, name="code_channel")(logits)
+    split.training_model = keras.Model(inputs, decoder(released),
+                                       name="code_training_model")
+    split.training_loss = code_lib.ExpectedNegativeLogLikelihood()
+    head = keras.Model(inputs, logits, name="code_head")
+    split.calibrate = lambda batches: code_lib.refit_decoder(
+        head, decoder, transition, batches, prior)
+    return split
+
+
+def _variable_values(variable):
+    """A Keras variable's values as numpy (its own `numpy()`: converting
+    the variable object makes numpy call an `__array__` that Keras 3.15
+    writes without the `copy` argument, a DeprecationWarning)."""
+    return np.asarray(variable.numpy())
+
+
 def token_embedding_table(backbone):
     """The backbone's (vocabulary, dim) token embedding matrix as numpy."""
-    return keras.ops.convert_to_numpy(backbone.token_embedding.embeddings)
+    return _variable_values(backbone.token_embedding.embeddings)
 
 
 def release_embedding_table(user):
     """The public (vocabulary, dim) table a user side's released tokens
     index, as numpy: the d_chi text privatizer's table (BRR's: its +-1
-    codes), else the layer
-    named TOKEN_EMBEDDING (token split); None when the user side has
-    neither (sequence split)."""
+    codes), else the layer named TOKEN_EMBEDDING (token split), or the
+    (m, m) identity of a code release's m codes (their one-hot vectors);
+    None when the user side has none of them (sequence split)."""
+    for layer in user.layers:
+        if isinstance(layer, code_lib.ArgmaxCode):
+            return np.eye(layer.num_codes, dtype=np.float32)
     _, privatizer = layers_base.privatization_layers(user)
     if isinstance(privatizer, DChiTextPrivatizer):
-        return keras.ops.convert_to_numpy(privatizer.embeddings)
+        return _variable_values(privatizer.embeddings)
     if isinstance(privatizer, BRRTextPrivatizer):
-        return keras.ops.convert_to_numpy(privatizer.signs)
+        return _variable_values(privatizer.signs)
     for layer in user.layers:
         if layer.name == TOKEN_EMBEDDING:
-            return keras.ops.convert_to_numpy(layer.embeddings)
+            return _variable_values(layer.embeddings)
     return None

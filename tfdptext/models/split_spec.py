@@ -25,7 +25,8 @@ from tfdptext.errors import ArgumentError
 SEQUENCE = "sequence_representation"
 TOKEN = "token_representation"
 TEXT_TO_TEXT = "text_to_text"
-SPLIT_POINTS = (SEQUENCE, TOKEN, TEXT_TO_TEXT)
+CODE = "code"
+SPLIT_POINTS = (SEQUENCE, TOKEN, TEXT_TO_TEXT, CODE)
 
 PADDING_MASK = "padding_mask"
 SEGMENT_IDS = "segment_ids"
@@ -77,6 +78,16 @@ def token_id_mean_features(released, table=None):
                             released[PADDING_MASK])
 
 
+def code_features(released, table=None):
+    """A released code: its row of the public (m, m) identity table, i.e.
+    its one-hot vector."""
+    if table is None:
+        raise ArgumentError(
+            "Attacker features of released codes need the public `table` "
+            "(the (m, m) identity of the m codes); received None.")
+    return np.asarray(table, np.float32)[np.asarray(released["private_code"])]
+
+
 @dataclasses.dataclass(frozen=True)
 class SplitSpec:
     """What one split point's user side releases and its server takes.
@@ -85,7 +96,7 @@ class SplitSpec:
         name: the split point (one of SPLIT_POINTS).
         release: the release tensor's name (user output key, phone model
             output, server signature input).
-        release_dtype: "float32" or "int32".
+        release_dtype: "float32" or "int32" (token ids or codes).
         per_token: the release has a length axis: (batch, length[, dim]);
             otherwise one row per text: (batch, dim).
         feature_axis: the release has a last feature axis of size dim.
@@ -115,8 +126,8 @@ class SplitSpec:
 
     @property
     def releases_token_ids(self):
-        """Whether the release is token ids (integers) rather than
-        vectors."""
+        """Whether the release is integers (token ids, or codes) indexing a
+        public table, rather than vectors."""
         return self.release_dtype.startswith("int")
 
     def release_info(self, length, dim):
@@ -208,6 +219,15 @@ SPLITS = {
         description_not_private=f"the token ids (NOT privatized), "
                                 f"{_TOKEN_LENGTH_NOTE}",
         attack_features=token_id_mean_features),
+    CODE: SplitSpec(
+        name=CODE, release="private_code", release_dtype="int32",
+        per_token=False, feature_axis=False, mask_travels=False,
+        description=("one code of m values per text (the argmax of the user "
+                     "side's logits), by m-ary randomized response"),
+        description_not_private=("one code of m values per text (the argmax "
+                                 "of the user side's logits, NOT "
+                                 "privatized)"),
+        attack_features=code_features),
 }
 
 

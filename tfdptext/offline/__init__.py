@@ -8,6 +8,10 @@ workstation, with noise from os.urandom by default:
   neighbour (`tfdptext.offline.dchi`).
 - `BRRCorpusPrivatizer`: per-bit randomized response on binary codes,
   Hamming nearest neighbour, exact or approximate (`tfdptext.offline.brr`).
+
+`tfdptext.offline.categorical.randomized_response` is m-ary randomized
+response on integers (codes, training labels) with the layer's integer
+arithmetic.
 """
 
 from tfdptext.offline.brr import BRRCorpusPrivatizer

@@ -13,6 +13,7 @@ import numpy as np
 
 from tfdptext.errors import ArgumentError
 from tfdptext.offline import base
+from tfdptext.privacy import categorical
 from tfdptext.privacy import randomized_response as rr
 from tfdptext.privacy import validation
 
@@ -22,10 +23,13 @@ INDEXES = ("exact", "hnsw")
 _EXACT_K = 8
 
 
-def flip_threshold(epsilon):
-    """T such that a uniform 32-bit word w < T with probability T / 2^32 >=
-    the flip probability 1 / (1 + e^eps): rounding only ever flips more."""
-    return int(np.ceil(rr.flip_probability(epsilon) * 2.0**32))
+def keep_threshold(epsilon):
+    """T = floor(2^32 e^eps / (1 + e^eps)) (in [1, 2^32 - 1]): a bit is
+    kept iff its uniform 32-bit word w < T, so it flips with probability
+    1 - T / 2^32 >= 1 / (1 + e^eps): rounding only ever flips more, and
+    the guarantee states the epsilon of these exact probabilities
+    (`tfdptext.privacy.randomized_response`, grid of 32 bits)."""
+    return categorical.keep_threshold(epsilon, 2, rr.OFFLINE_BITS)
 
 
 class BRRCorpusPrivatizer(base.CorpusPrivatizer):
@@ -84,7 +88,7 @@ class BRRCorpusPrivatizer(base.CorpusPrivatizer):
                 self.num_bits,
                 validation.check_int("hnsw_neighbors", hnsw_neighbors, 2))
         self.index.add(self.candidates)
-        self.threshold = flip_threshold(self.epsilon)
+        self.threshold = keep_threshold(self.epsilon)
         self.codes_description = codes_description
 
     def index_bytes(self):
@@ -94,16 +98,16 @@ class BRRCorpusPrivatizer(base.CorpusPrivatizer):
         return int(faiss.serialize_index_binary(self.index).size)
 
     def flip_masks(self, count):
-        """(count, num_bits / 8) packed masks, each bit set with probability
-        `threshold` / 2^32 independently."""
+        """(count, num_bits / 8) packed masks, each bit set (flipped) with
+        probability 1 - `threshold` / 2^32 independently."""
         shape = (count, self.num_bits)
         if self.rng is None:
             words = np.frombuffer(os.urandom(4 * count * self.num_bits),
                                   dtype=np.uint32).reshape(shape)
         else:
             words = self.rng.integers(0, 2**32, size=shape, dtype=np.uint32)
-        # threshold <= 2^31: the flip probability is below 1/2.
-        return np.packbits(words < self.threshold, axis=1)
+        # threshold >= 2^31: the flip probability is at most 1/2.
+        return np.packbits(words >= self.threshold, axis=1)
 
     def nearest_tokens(self, packed_queries):
         """The candidate id nearest to each packed query (exact index: the
@@ -136,5 +140,5 @@ class BRRCorpusPrivatizer(base.CorpusPrivatizer):
 
     def guarantee(self):
         return rr.brr_text_guarantee(
-            self.epsilon, self.num_bits,
-            self.codes_description).with_randomness(self.randomness())
+            self.epsilon, self.num_bits, self.codes_description,
+            grids=(rr.OFFLINE_BITS,)).with_randomness(self.randomness())

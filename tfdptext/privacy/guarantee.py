@@ -23,6 +23,9 @@ PER_TOKEN = "per_token"
 PER_TOKEN_SUBSTITUTION = "per_token_substitution"
 PER_SEQUENCE = "per_sequence"
 PER_BIT = "per_bit"
+PER_TEXT = "per_text"
+PER_LABEL = "per_label"
+PER_EXAMPLE = "per_example"
 NO_PRIVACY = "none"
 
 UNITS = (
@@ -33,6 +36,9 @@ UNITS = (
     PER_TOKEN_SUBSTITUTION,
     PER_SEQUENCE,
     PER_BIT,
+    PER_TEXT,
+    PER_LABEL,
+    PER_EXAMPLE,
     NO_PRIVACY,
 )
 
@@ -46,6 +52,11 @@ _UNIT_TEXT = {
     "have the same number of tokens and differ in one token)",
     PER_SEQUENCE: "per sequence (one vector per text), metric DP",
     PER_BIT: "per bit, metric DP over bit vectors",
+    PER_TEXT: "per text (any two texts are neighbours: the whole release "
+    "of one text)",
+    PER_LABEL: "per label (any two labels are neighbours)",
+    PER_EXAMPLE: "per training example (its text's release and its label; "
+    "any two examples are neighbours)",
     NO_PRIVACY: "no privacy",
 }
 

@@ -6,7 +6,11 @@ drew it is therefore a condition of every guarantee, stated with it:
 - `APP_SECURE_RNG`: random words fed to an exported phone model by the app,
   from the platform's cryptographically secure generator (the default
   export). The model checks them and makes its release unusable (NaN, or
-  token id -1) when they look unfilled, constant or repeated.
+  token id -1) when they show structure: unfilled, constant, counters,
+  LCGs, bytes too even or too repetitive, reused blocks
+  (`tfdptext.privacy.word_statistics`). No check can tell a predictable
+  generator (java.util.Random seeded with the time) or a buffer reused
+  from an earlier call from good words.
 - `OS_ENTROPY`: Python paths of this package that release data
   (`tfdptext.models.secure.SecureUserSide`, evaluation releases,
   `tfdptext.offline`) read `os.urandom` for every release.
@@ -39,8 +43,8 @@ SEEDED = "seeded"
 SOURCES = (APP_SECURE_RNG, OS_ENTROPY, TENSORFLOW_UNSEEDED, TFLITE_INTERNAL,
            SEEDED)
 
-# Bits of resolution of one uniform number, which bounds the largest
-# exponential -log(1 - U) the sampler can return (see laplace.py's delta).
+# Bits of resolution of one uniform number (randomized response's integer
+# thresholds, word dropout, Box-Muller angles).
 UNIFORM_BITS = {
     APP_SECURE_RNG: 24,      # 24 bits of each random word
     OS_ENTROPY: 24,
@@ -53,9 +57,11 @@ DESCRIPTIONS = {
     APP_SECURE_RNG: (
         "randomness: random words from the app's cryptographically secure "
         "generator (SecureRandom, SecRandomCopyBytes), fresh for every "
-        "release; the model refuses (NaN / id -1 output) buffers that are "
-        "unfilled, constant or repeated within a call, but cannot see reuse "
-        "across calls: never reuse a buffer"),
+        "release; the model refuses (NaN / id -1 output) buffers that show "
+        "structure (unfilled, constant, counters, LCGs, uneven or repeated "
+        "bytes, blocks used twice within the call), but no check can see a "
+        "predictable generator (java.util.Random, a time seed) or reuse "
+        "across calls: the guarantee holds only for the secure generator"),
     OS_ENTROPY: (
         "randomness: os.urandom, fresh for every release"),
     TENSORFLOW_UNSEEDED: (
@@ -78,6 +84,12 @@ DESCRIPTIONS = {
 }
 
 
+# The sources whose noise is computed from random words (the exported
+# phone model and SecureUserSide): their exponentials are read from whole
+# words (`tfdptext.layers.sampling`), the others' from 23-bit uniforms.
+WORD_SOURCES = (APP_SECURE_RNG, OS_ENTROPY)
+
+
 def check_source(source):
     """Returns `source` if it is one of SOURCES, else raises ValueError."""
     if source not in SOURCES:
@@ -91,10 +103,14 @@ def uniform_bits(source):
     return UNIFORM_BITS[check_source(source)]
 
 
-# Checks of random words fed to a model (fail closed). A buffer of W words
-# from a good generator fails a check with probability below
-# FALSE_ALARM; an unfilled (all zero), constant, or partly repeated buffer
-# fails it.
+def reads_words(source):
+    """Whether noise from `source` is computed from random words."""
+    return check_source(source) in WORD_SOURCES
+
+
+# Checks of random words fed to a model (fail closed;
+# `tfdptext.privacy.word_statistics`): a call of one buffer from a good
+# generator fails them with probability below FALSE_ALARM.
 FALSE_ALARM = 2.0**-40
 
 
@@ -111,54 +127,6 @@ def mean_tolerance(num_words, false_alarm=FALSE_ALARM):
     num_words = validation.check_int("num_words", num_words, minimum=1)
     _check_false_alarm(false_alarm)
     return math.sqrt(math.log(2.0 / false_alarm) / (2.0 * num_words))
-
-
-def duplicate_threshold(num_words, false_alarm=FALSE_ALARM, buckets=2**32):
-    """Most colliding pairs accepted among `num_words` random words.
-
-    Words from a good generator fall into `buckets` equally likely values
-    (2^32 for the words themselves; fewer when they are hashed into
-    buckets, e.g. their low bits). The number of colliding pairs has mean
-    lambda = W (W - 1) / (2 buckets) and variance at most lambda, and is
-    close to Poisson(lambda); the threshold is the smallest k with
-    P(X > k) <= false_alarm under that Poisson law. A buffer that is
-    constant, unfilled, or holds a long block twice has far more.
-
-    Example:
-    >>> duplicate_threshold(768), duplicate_threshold(98304, buckets=2**17)
-    (2, 38225)
-    """
-    num_words = validation.check_int("num_words", num_words, minimum=1)
-    buckets = validation.check_int("buckets", buckets, minimum=2)
-    _check_false_alarm(false_alarm)
-    lam = num_words * (num_words - 1) / (2.0 * buckets)
-    return poisson_threshold(lam, false_alarm)
-
-
-def poisson_threshold(lam, false_alarm=FALSE_ALARM):
-    """The smallest k with P(Poisson(lam) > k) <= false_alarm."""
-    if lam < 0 or not math.isfinite(lam):
-        raise ArgumentError(f"`lam` must be finite and >= 0, received {lam!r}.")
-    _check_false_alarm(false_alarm)
-    if lam == 0.0:
-        return 0
-    k = int(lam)  # P(X > k) near 1/2 here: the threshold is above.
-    while _poisson_tail(lam, k) > false_alarm:
-        k += 1
-    return k
-
-
-def _poisson_tail(lam, k):
-    """P(X > k) for X ~ Poisson(lam), k >= lam, summed from its terms (1 -
-    cdf would lose the precision)."""
-    j = k + 1
-    term = math.exp(-lam + j * math.log(lam) - math.lgamma(j + 1))
-    total = term
-    while term > total * 1e-17:
-        j += 1
-        term *= lam / j
-        total += term
-    return total
 
 
 def _check_false_alarm(false_alarm):

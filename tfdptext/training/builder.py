@@ -22,7 +22,7 @@ ADV_CONDITIONS = (
 )
 
 
-def build_split(config, backbone, tokenizer, num_classes):
+def build_split(config, backbone, tokenizer, num_classes, class_prior=None):
     """The SplitModel for `config.mode` (see tfdptext.models.split).
 
     - none: encoder + pooling on the user side, no privatization.
@@ -38,11 +38,25 @@ def build_split(config, backbone, tokenizer, num_classes):
     - text_to_text: DChiTextPrivatizer (or, with mechanism brr,
       BRRTextPrivatizer over `config.codes`) on token ids, frozen; server =
       the whole model.
+    - release code (modes none and robust): encoder -> pool -> dense to
+      `num_codes` logits -> argmax -> [CodeRandomizedResponse]; server = a
+      code-to-class table, starting as the Bayes decoder for
+      `class_prior` (the training labels' frequencies); trained through
+      `split.training_model`, the table refitted by `split.calibrate`.
     """
     description = f"{config.preset} token embeddings"
     # Variable length: batches are trimmed to their longest text.
     common = dict(pooling=config.pooling, sequence_length=None)
-    if config.mode in ("none", "adv", "robust", "seq_rep"):
+    if config.release == "code":
+        num_codes = num_codes_of(config, num_classes)
+        privatizer = None
+        if config.mechanism == "rr":
+            privatizer = layers.CodeRandomizedResponse(config.epsilon,
+                                                       num_codes)
+        split = models.code_split(backbone, num_classes, num_codes,
+                                  privatizer, class_prior=class_prior,
+                                  **common)
+    elif config.mode in ("none", "adv", "robust", "seq_rep"):
         privatizers = []
         sigmoid = config.normalization == "sigmoid"
         if config.mechanism == "laplace":
@@ -84,6 +98,20 @@ def build_split(config, backbone, tokenizer, num_classes):
     if config.frozen_user_side:
         split.freeze_user_side()
     return split
+
+
+def num_codes_of(config, num_classes):
+    """The code release's number of codes: `config.num_codes`, default
+    the number of classes. ArgumentError when fewer than the classes."""
+    from tfdptext.errors import ArgumentError
+
+    num_codes = config.num_codes or num_classes
+    if num_codes < num_classes:
+        raise ArgumentError(
+            f"`num_codes` ({num_codes}) must be at least the number of "
+            f"classes of the data ({num_classes}): with fewer codes some "
+            "classes could never be named.")
+    return num_codes
 
 
 def brr_privatizer(config, tokenizer):

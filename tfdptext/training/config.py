@@ -11,9 +11,24 @@ from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
 MODES = ("none", "robust", "token_rep", "text_to_text", "seq_rep", "adv")
-MECHANISMS = ("none", "laplace", "dchi", "brr")
+MECHANISMS = ("none", "laplace", "dchi", "brr", "rr")
 # Mechanisms whose parameter is `epsilon` (the others: dchi takes `eta`).
-EPSILON_MECHANISMS = ("laplace", "brr")
+EPSILON_MECHANISMS = ("laplace", "brr", "rr")
+# What the user side releases on the sequence split: a representation
+# (a vector, the DPNR release) or a learned code of `num_codes` values
+# (released by m-ary randomized response, mechanism rr).
+RELEASES = ("representation", "code")
+# The modes that may release a code: mode none (a non-private code, the
+# reference) and robust (the code by randomized response; everything
+# trains with the exact expected loss over the channel).
+CODE_MODES = ("none", "robust")
+# Settings of the vector release that a code release does not take, with
+# their defaults.
+REPRESENTATION_ONLY = {"private_dim": None, "normalization": "minmax",
+                       "sensitivity": "per_coordinate", "dropout_rate": 0.0}
+# Modes whose training examples (text and label) come from users: their
+# labels may be randomized on the device (`label_epsilon`).
+LABEL_PRIVACY_MODES = ("token_rep", "text_to_text", "seq_rep")
 SENSITIVITIES = ("per_coordinate", "vector")
 POOLINGS = ("mean", "cls")
 # Learning-rate decay after the linear warm-up (tfdptext.training.schedules).
@@ -29,11 +44,13 @@ DEFAULT_WARMUP_FRACTION = 0.1
 # What a config.json written before these fields existed describes: AdamW
 # at a constant rate, unweighted, on one device.
 LEGACY_VALUES = {"lr_schedule": "constant", "warmup_fraction": 0.0,
-                 "class_weight": "none", "distribute": "default"}
+                 "class_weight": "none", "distribute": "default",
+                 "release": "representation", "num_codes": None,
+                 "label_epsilon": None}
 # Which mechanisms make sense for which mode.
 ALLOWED = {
     "none": ("none",),
-    "robust": ("laplace",),
+    "robust": ("laplace", "rr"),
     "seq_rep": ("laplace", "dchi"),
     "token_rep": ("dchi",),
     "text_to_text": ("dchi", "brr"),
@@ -100,10 +117,24 @@ class TrainConfig:
         "side).", MODES)
     mechanism: str | None = _field(
         None, "Privatization mechanism; default: laplace with --epsilon, "
-        "dchi with --eta.", MECHANISMS)
+        "dchi with --eta, rr with --release=code.", MECHANISMS)
+    release: str = _field(
+        "representation", "Modes none and robust: what leaves the phone. "
+        "representation: a vector (DPNR); code: one of --num_codes codes "
+        "per text, by randomized response at --epsilon per text (mechanism "
+        "rr; the best release for one task at a small epsilon).", RELEASES)
+    num_codes: int | None = _field(
+        None, "--release=code: how many codes m (default: the number of "
+        "classes; more gives several codes per class), in [2, 65536].")
     epsilon: float | None = _field(
-        None, "Laplace epsilon (unit: --sensitivity), or BRR's per-bit "
-        "epsilon (mode text_to_text with --codes).")
+        None, "Laplace epsilon (unit: --sensitivity), BRR's per-bit "
+        "epsilon (mode text_to_text with --codes), or the code release's "
+        "epsilon per text (--release=code).")
+    label_epsilon: float | None = _field(
+        None, "Modes token_rep, text_to_text, seq_rep: randomize each "
+        "training (and dev) label once by K-ary randomized response at this "
+        "epsilon (from os.urandom; recorded in the run) and train with the "
+        "forward-corrected loss. Default: labels are not privatized.")
     sensitivity: str = _field(
         "per_coordinate", "per_coordinate: b = 1/eps, eps per coordinate "
         "(the DPNR paper); vector: b = k/eps, eps per representation.",
@@ -188,6 +219,7 @@ class TrainConfig:
     def validate(self):
         """Fills defaults and raises ValueError naming any bad field."""
         validation.check_choice("mode", self.mode, MODES)
+        self._validate_release()
         if self.mechanism is None:
             allowed = ALLOWED[self.mode]
             by_epsilon = [m for m in allowed if m in EPSILON_MECHANISMS]
@@ -219,6 +251,11 @@ class TrainConfig:
             laplace.laplace_scale(self.epsilon)  # finite float32 noise
             validation.check_choice("sensitivity", self.sensitivity,
                                     SENSITIVITIES)
+        elif self.mechanism == "rr":
+            if self.epsilon is None:
+                raise ArgumentError("`epsilon` (per text) is required with "
+                                    "`release=code` in mode robust.")
+            self.epsilon = validation.check_positive("epsilon", self.epsilon)
         elif self.mechanism == "brr":
             if self.epsilon is None or self.codes is None:
                 raise ArgumentError(
@@ -263,8 +300,57 @@ class TrainConfig:
             if getattr(self, name) is not None:
                 validation.check_int(name, getattr(self, name), 1)
         self._validate_adv()
+        self._validate_label_privacy()
         self._validate_data()
         return self
+
+    def _validate_release(self):
+        """A code release: modes none and robust only, mechanism rr (robust)
+        or none, and none of the vector release's settings."""
+        from tfdptext.privacy import categorical
+
+        validation.check_choice("release", self.release, RELEASES)
+        if self.release == "representation":
+            if self.num_codes is not None:
+                raise ArgumentError("`num_codes` applies to `release=code` "
+                                    "only.")
+            if self.mechanism == "rr":
+                raise ArgumentError("Mechanism rr releases a code: set "
+                                    "`release=code`.")
+            return
+        if self.mode not in CODE_MODES:
+            raise ArgumentError(
+                f"`release=code` applies to modes {CODE_MODES} (the code "
+                f"head trains with the encoder), received "
+                f"`mode={self.mode}`.")
+        expected = "rr" if self.mode == "robust" else "none"
+        if self.mechanism is None:
+            self.mechanism = expected
+        elif self.mechanism != expected:
+            raise ArgumentError(
+                f"`release=code` in mode {self.mode} takes mechanism "
+                f"{expected}, received `mechanism={self.mechanism}`.")
+        for name, default in REPRESENTATION_ONLY.items():
+            if getattr(self, name) != default:
+                raise ArgumentError(
+                    f"`{name}` applies to `release=representation` (a "
+                    f"vector release); a code release takes --num_codes "
+                    f"and --epsilon only, received {name}="
+                    f"{getattr(self, name)!r}.")
+        if self.num_codes is not None:
+            self.num_codes = categorical.check_num_values("num_codes",
+                                                          self.num_codes)
+
+    def _validate_label_privacy(self):
+        if self.label_epsilon is None:
+            return
+        if self.mode not in LABEL_PRIVACY_MODES:
+            raise ArgumentError(
+                f"`label_epsilon` applies to modes {LABEL_PRIVACY_MODES}, "
+                "where users contribute training examples, received "
+                f"`mode={self.mode}`.")
+        self.label_epsilon = validation.check_positive("label_epsilon",
+                                                       self.label_epsilon)
 
     def _validate_private_dim(self):
         """The user-side projection trains with the encoder (modes none, adv,

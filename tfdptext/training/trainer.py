@@ -31,6 +31,8 @@ from tfdptext.errors import TfdptextError
 from tfdptext.training import builder
 from tfdptext.training import callbacks as callbacks_lib
 from tfdptext.training import devices
+from tfdptext.training import label_privacy
+from tfdptext.training import losses
 from tfdptext.training import pipeline
 from tfdptext.training import schedules
 from tfdptext.training.builder import build_split
@@ -121,8 +123,10 @@ def _dev_size(config, dataset):
 class _Built:
     """What the build step makes.
 
-    model: what fit trains (split.model, or mode adv's model with attacker
-    heads); monitor: the dev loss that picks best.weights.h5.
+    model: what fit trains (split.model, the code release's training
+    model, or mode adv's model with attacker heads); loss: its Keras loss
+    (one per output in mode adv); monitor: the dev loss that picks
+    best.weights.h5.
     """
 
     tokenizer: object
@@ -130,6 +134,7 @@ class _Built:
     model: object
     adv_attributes: list | None
     monitor: str
+    loss: object
 
 
 def _build(config, dataset, adv_attributes):
@@ -143,9 +148,12 @@ def _build(config, dataset, adv_attributes):
     with seeding.scoped_seed(config.seed):
         tokenizer = models.load_tokenizer(config.preset, config.max_length)
         backbone = models.load_backbone(config.preset)
-        split = build_split(config, backbone, tokenizer, dataset.num_classes)
+        split = build_split(config, backbone, tokenizer, dataset.num_classes,
+                            class_prior=_class_prior(config, dataset))
         if adv_attributes is None:
-            return _Built(tokenizer, split, split.model, None, "val_loss")
+            return _Built(tokenizer, split, split.training_model or split.model,
+                          None, "val_loss",
+                          _task_loss(config, split, dataset.num_classes))
         # One model, one fit: total loss = task loss + the attacker heads'
         # losses (unweighted; the gradient reversal's adv_lambda sets how
         # hard the encoder fights them).
@@ -156,25 +164,42 @@ def _build(config, dataset, adv_attributes):
     # ("val_label_loss"), not the total: a low total would favour epochs
     # where the attackers win, i.e. where more private information leaks.
     return _Built(tokenizer, split, model, adv_attributes,
-                  f"val_{builder.LABEL_OUTPUT}_loss")
+                  f"val_{builder.LABEL_OUTPUT}_loss",
+                  {name: _loss() for name in model.output})
+
+
+def _class_prior(config, dataset):
+    """The class frequencies of the training labels the run uses."""
+    labels = pipeline.train_labels(dataset, config.max_train_examples)
+    return np.bincount(labels, minlength=dataset.num_classes) / len(labels)
 
 
 def _loss():
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
-def _compile(model, config, *, steps_per_epoch):
+def _task_loss(config, split, num_classes):
+    """The loss of what fit trains: the split's own (the code release's
+    expected loss over its channel), the forward-corrected cross-entropy
+    for randomized labels (--label_epsilon), else the cross-entropy."""
+    if split.training_loss is not None:
+        return split.training_loss
+    if config.label_epsilon is not None:
+        return losses.ForwardCorrectedCrossentropy(
+            label_privacy.transition(config, num_classes))
+    return _loss()
+
+
+def _compile(model, config, *, steps_per_epoch, loss):
     """Step 2, inside the strategy's scope: AdamW on the run's learning-rate
-    schedule, cross-entropy per output, accuracy. Returns the schedule."""
+    schedule, `loss`, accuracy per output. Returns the schedule."""
     schedule = schedules.run_schedule(config, steps_per_epoch)
     optimizer = keras.optimizers.AdamW(schedule)
     if isinstance(model.output, dict):  # mode adv
-        model.compile(optimizer=optimizer,
-                      loss={name: _loss() for name in model.output},
-                      metrics={name: ["accuracy"] for name in model.output})
+        metrics = {name: ["accuracy"] for name in model.output}
     else:
-        model.compile(optimizer=optimizer, loss=_loss(),
-                      metrics=["accuracy"])
+        metrics = ["accuracy"]
+    model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
     return schedule
 
 
@@ -196,9 +221,11 @@ def _fit(model, run, config, train_batches, dev_batches, *, monitor,
         *extra_callbacks,
     ]
     start = time.perf_counter()
+    # The batches shuffle themselves every epoch (pipeline.batches); Keras'
+    # own shuffle does not apply to a tf.data.Dataset.
     history = model.fit(train_batches, validation_data=dev_batches,
                         epochs=config.epochs, callbacks=callbacks,
-                        verbose=verbose)
+                        verbose=verbose, shuffle=False)
     wall = time.perf_counter() - start
     if not run.exists(rundir.BEST_WEIGHTS):
         raise TrainingError(
@@ -207,12 +234,15 @@ def _fit(model, run, config, train_batches, dev_batches, *, monitor,
     return history, throughput, wall
 
 
-def _save(run, config, built, dataset):
-    """Step 4: the best weights into the model, then the user and server
-    sides, the vocabulary and split.json (each atomically). Returns the
-    run's privacy guarantee."""
+def _save(run, config, built, dataset, *, calibration_batches):
+    """Step 4: the best weights into the model, the split's closed-form
+    calibration if it has one (on `calibration_batches`, the training
+    data), then the user and server sides, the vocabulary and split.json
+    (each atomically). Returns the run's privacy guarantee."""
     built.model.load_weights(run.file(rundir.BEST_WEIGHTS))
     split = built.split
+    if split.calibrate is not None:
+        split.calibrate(calibration_batches)
     run.save_model(rundir.USER, split.user)
     run.save_model(rundir.SERVER, split.server)
     run.write_with(rundir.VOCAB, built.tokenizer.save_vocabulary)
@@ -267,14 +297,30 @@ class _Session:
     gpu: bool
 
 
+def _limit(guarantee, accuracy, dataset):
+    """The randomized-response limit beside the test accuracy (a perfect
+    classifier's; tfdptext-eval adds the non-private reference's), with the
+    test split's class frequencies as the prior."""
+    from tfdptext.privacy import limit
+
+    labels = dataset.splits["test"].labels
+    prior = np.bincount(labels, minlength=dataset.num_classes)
+    return limit.limit_report(guarantee, accuracy, dataset.num_classes,
+                              prior=prior, num_texts=len(labels))
+
+
 def _measure(config, built, dataset, guarantee, session, *, dev_batches,
-             test_batches):
-    """Step 5: dev and test accuracy and macro-F1, and the metrics dict
-    (written last as metrics.json by `train`)."""
+             test_batches, labels=None):
+    """Step 5: dev and test accuracy and macro-F1 (on clean labels), and the
+    metrics dict (written last as metrics.json by `train`); `labels` are
+    the randomized labels of a --label_epsilon run."""
     dev = _scores(built.split.model, dev_batches)
     test = _scores(built.split.model, test_batches)
     history = session.history.history
     test_labels = dataset.splits["test"].labels
+    num_codes = None
+    if config.release == "code":
+        num_codes = builder.num_codes_of(config, dataset.num_classes)
     return {
         "mode": config.mode,
         "mechanism": config.mechanism,
@@ -283,15 +329,22 @@ def _measure(config, built, dataset, guarantee, session, *, dev_batches,
                        "dropout_rate": config.dropout_rate,
                        "private_dim": config.private_dim,
                        "normalization": config.normalization,
+                       "release": config.release, "num_codes": num_codes,
+                       "label_epsilon": config.label_epsilon,
                        "adv_lambda": config.adv_lambda,
                        "adv_attributes": built.adv_attributes},
         "guarantee": guarantee.to_dict(),
         "guarantee_text": str(guarantee),
+        "limit": _limit(guarantee, test["accuracy"], dataset),
+        "label_privacy": None if labels is None else label_privacy.summary(
+            config, dataset, labels, guarantee),
         "dataset": dataset.name,
         "label_names": label_names_of(dataset),
         "sizes": {"train": _train_size(config, dataset),
                   "dev": _dev_size(config, dataset),
                   "test": len(dataset.splits["test"])},
+        # The test split's most frequent class, counted on the test split.
+        "majority_test_class": int(np.bincount(test_labels).argmax()),
         "majority_test_accuracy": float(
             np.bincount(test_labels).max() / len(test_labels)),
         "dev_accuracy": dev["accuracy"],
@@ -321,15 +374,24 @@ def _measure(config, built, dataset, guarantee, session, *, dev_batches,
 
 
 def _finished(run, verbose):
-    """A finished run: clears a leftover backup, says so, returns its
-    metrics."""
+    """A finished run: clears leftover checkpoint state, says so, returns
+    its metrics."""
     # metrics.json is written last (atomically): the run is complete.
-    run.remove(rundir.BACKUP)
+    _drop_checkpoints(run)
     if verbose:
         print(f"{run.path}: this run has already finished "
               f"({rundir.METRICS} is there); nothing to do. Remove the "
               "directory to train it again.")
     return read_metrics(run.path)
+
+
+def _drop_checkpoints(run):
+    """Finished: the backup and the best checkpoint only served resuming
+    (the best weights are in user_side.keras and server_side.keras, which
+    export and evaluation read); MiniLM's best.weights.h5 alone is ~270
+    MB."""
+    for name in rundir.CHECKPOINT_FILES:
+        run.remove(name)
 
 
 def _output_dir_of_worker(config, output_dir):
@@ -340,7 +402,8 @@ def _output_dir_of_worker(config, output_dir):
     return devices.worker_output_dir(output_dir, devices.read_tf_config())
 
 
-def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
+def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=(),
+          announce=None):
     """Trains `config` into `output_dir`; resumes a killed run there.
 
     Mode adv (adversarial training, the ADV baseline) trains a model with
@@ -350,6 +413,10 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
 
     On a GPU the run computes in mixed float16; Keras' global policy is
     restored when `train` returns or raises.
+
+    `announce(guarantee)`, if given, is called once the model is built and
+    before the first step, with what the user side's releases guarantee
+    (the programs print its epsilon per text first).
 
     Returns the metrics dict (also written to metrics.json).
     """
@@ -370,14 +437,17 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=()):
     adv_attributes = None
     if config.mode == "adv":  # checked before anything is written
         adv_attributes = adv_attributes_for(config, dataset)
+    if config.release == "code":  # checked before anything is written
+        builder.num_codes_of(config, dataset.num_classes)
     with devices.precision_policy(devices.policy_for(gpu)):
         return _train_in(run, config, dataset, state, strategy,
                          adv_attributes=adv_attributes, gpu=gpu,
-                         verbose=verbose, extra_callbacks=extra_callbacks)
+                         verbose=verbose, extra_callbacks=extra_callbacks,
+                         announce=announce)
 
 
 def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
-              verbose, extra_callbacks):
+              verbose, extra_callbacks, announce=None):
     """`train` once the directory, data and devices are settled."""
     steps = pipeline.steps_per_epoch(_train_size(config, dataset),
                                      config.batch_size)
@@ -385,26 +455,40 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
     # leaves nothing that would refuse the corrected command.
     with strategy.scope():
         built = _build(config, dataset, adv_attributes)
-        schedule = _compile(built.model, config, steps_per_epoch=steps)
+        schedule = _compile(built.model, config, steps_per_epoch=steps,
+                            loss=built.loss)
+    if announce is not None:
+        announce(builder.run_guarantee(config, built.split,
+                                       max_tokens=config.max_length - 2))
     if state == NEW:
         # An earlier start that failed before any progress: start afresh.
         run.remove(rundir.LOGS)
     run.remove_stale_temporaries()
     run.write_text(rundir.CONFIG, config.to_json())
-    class_weights = pipeline.class_weights_for(config, dataset)
+    labels, fit_data = None, dataset
+    if config.label_epsilon is not None:
+        # Drawn once (or read back): what the users' devices released.
+        labels = label_privacy.randomized_labels(run, config, dataset,
+                                                 RunDirectoryError)
+        fit_data = label_privacy.noisy_dataset(dataset, labels)
+    class_weights = pipeline.class_weights_for(config, fit_data)
     common = dict(batch_size=config.batch_size, seed=config.seed,
                   adv_attributes=adv_attributes, class_weights=class_weights)
     train_batches = pipeline.batches(
-        built.tokenizer, dataset, "train", shuffle=True,
+        built.tokenizer, fit_data, "train", shuffle=True,
         max_examples=config.max_train_examples, **common)
     dev_batches = pipeline.batches(
-        built.tokenizer, dataset, "dev",
+        built.tokenizer, fit_data, "dev",
         max_examples=config.max_dev_examples, **common)
     history, throughput, wall = _fit(
         built.model, run, config, train_batches, dev_batches,
         monitor=built.monitor, verbose=verbose,
         extra_callbacks=extra_callbacks)
-    guarantee = _save(run, config, built, dataset)
+    guarantee = _save(run, config, built, dataset,
+                      calibration_batches=pipeline.batches(
+                          built.tokenizer, fit_data, "train",
+                          batch_size=config.batch_size,
+                          max_examples=config.max_train_examples))
     session = _Session(history, throughput, wall, schedule, class_weights,
                        strategy.num_replicas_in_sync, gpu)
     metrics = _measure(
@@ -413,8 +497,11 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
             built.tokenizer, dataset, "dev", batch_size=config.batch_size,
             max_examples=config.max_dev_examples),
         test_batches=pipeline.batches(
-            built.tokenizer, dataset, "test", batch_size=config.batch_size))
+            built.tokenizer, dataset, "test", batch_size=config.batch_size),
+        labels=labels)
+    # The best dev loss over every session (best.json goes with the
+    # checkpoints once the run has finished).
+    metrics["best_" + built.monitor] = run.read_best()
     run.write(rundir.METRICS, metrics)
-    # Finished: the checkpoint state is no longer needed.
-    run.remove(rundir.BACKUP)
+    _drop_checkpoints(run)
     return metrics

@@ -1,0 +1,242 @@
+"""The code release end to end (train, export, phone model, server,
+evaluation with the limit, programs) and label privacy runs, on the tiny
+backbone and the synthetic corpus."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
+from scipy import stats
+
+from tfdptext import data
+from tfdptext import rundir
+from tfdptext import training
+from tfdptext.errors import ArgumentError
+from tfdptext.evaluation import evaluate as evaluation
+from tfdptext.export import exporter
+from tfdptext.export.local import ExportedPipeline
+from tfdptext.models import secure
+from tfdptext.privacy import categorical
+from tfdptext.training import label_privacy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _config(preset, **kwargs):
+    defaults = dict(preset=preset, max_length=16, batch_size=32, epochs=2,
+                    learning_rate=3e-3)
+    defaults.update(kwargs)
+    return training.TrainConfig(**defaults)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return data.load_synthetic(num_examples=320)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_preset, corpus):
+    """A non-private run and a code run (m = 2K = 4, eps 1 per text)."""
+    base = tmp_path_factory.mktemp("code")
+    out = {"base": base}
+    for name, kwargs in (
+            ("none", dict(mode="none")),
+            ("code", dict(mode="robust", release="code", epsilon=1.0,
+                          num_codes=4))):
+        out[name] = str(base / name)
+        training.train(_config(tiny_preset, **kwargs), out[name],
+                       dataset=corpus, verbose=0)
+    return out
+
+
+def test_a_code_without_noise_trains_as_well_as_mode_none(tiny_preset,
+                                                           tmp_path):
+    corpus = data.load_synthetic(num_examples=1000)
+    accuracy = {}
+    for name, kwargs in (("none", {}), ("code", {"release": "code"})):
+        metrics = training.train(
+            _config(tiny_preset, mode="none", epochs=6, **kwargs),
+            str(tmp_path / name), dataset=corpus, verbose=0)
+        accuracy[name] = metrics["test_accuracy"]
+    assert accuracy["code"] >= accuracy["none"] - 0.01, accuracy
+
+
+def test_code_run_records_its_guarantee_and_limit(runs):
+    metrics = json.load(open(os.path.join(runs["code"], rundir.METRICS)))
+    split = json.load(open(os.path.join(runs["code"], rundir.SPLIT)))
+    assert split["split_point"] == "code"
+    assert metrics["guarantee"]["unit"] == "per_text"
+    assert metrics["guarantee"]["mechanism"] == "code_randomized_response"
+    assert metrics["parameters"]["num_codes"] == 4
+    assert metrics["limit"]["applies"]
+    assert metrics["limit"]["epsilon_per_text"] == pytest.approx(1.0,
+                                                                 abs=1e-5)
+    assert metrics["limit"]["share_of_limit"] == pytest.approx(
+        metrics["test_accuracy"] / metrics["limit"]["limit"])
+
+
+@pytest.fixture(scope="module")
+def code_export(runs):
+    out = str(runs["base"] / "exp_code")
+    manifest = exporter.export_run(runs["code"], out, lengths=[16])
+    return out, manifest
+
+
+FEED = {"token_ids": np.array([[101, 2307, 2326, 102] + [0] * 12], np.int32),
+        "padding_mask": np.array([[1] * 4 + [0] * 12], np.int32)}
+
+
+def test_phone_model_releases_codes_by_randomized_response(code_export):
+    out, manifest = code_export
+    assert manifest["split_point"] == "code"
+    assert manifest["guarantee"]["unit"] == "per_text"
+    assert manifest["guarantee"]["randomness"] == "app_secure_rng"
+    assert manifest["user"]["outputs"]["private_code"] == [1, "int32"]
+    assert not {"RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL"} & set(
+        manifest["user"]["tflite_ops"])
+    runner = Interpreter(model_path=os.path.join(
+        out, rundir.PHONE_MODEL)).get_signature_runner()
+    words = manifest["user"]["randomness"]["words"]
+    released = np.array([int(runner(**FEED, random_words=secure.os_random_words(
+        (1, words)))["private_code"][0]) for _ in range(4000)])
+    counts = np.bincount(released, minlength=4)
+    clean = int(counts.argmax())  # the text's code (kept with p ~ 0.48)
+    row = categorical.transition_matrix(1.0, 4)[clean]
+    expected = counts.sum() * row
+    assert stats.chisquare(counts, expected).pvalue > 1e-4
+    # Bad words fail closed: the code is -1 and the server refuses it.
+    bad = runner(**FEED, random_words=np.zeros((1, words), np.int32))
+    assert int(bad["private_code"][0]) == -1
+    pipeline = ExportedPipeline(out)
+    for code in (-1, 4):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="refused release"):
+            pipeline.serve({"private_code": np.array([code], np.int32)})
+    answer = pipeline.serve({"private_code": np.arange(4, dtype=np.int32)})
+    assert set(answer["label_name"]) <= {"negative", "positive"}
+
+
+def test_evaluation_reports_the_limit_from_the_reference(runs, corpus,
+                                                        tmp_path):
+    result = evaluation.evaluate(runs["code"], str(tmp_path / "eval"),
+                                 dataset=corpus, reference_run=runs["none"],
+                                 progress=False, plots=False)
+    limit = result["utility"]["limit"]
+    reference = json.load(open(os.path.join(runs["none"], rundir.METRICS)))
+    assert limit["applies"] and limit["reference_given"]
+    assert limit["reference_accuracy"] == reference["test_accuracy"]
+    assert limit["share_of_limit"] == pytest.approx(
+        result["utility"]["accuracy"] / limit["limit"])
+    # The attackers read the one-hot code.
+    assert "empirical_privacy" in result["attack"]
+    report = open(tmp_path / "eval" / rundir.EVAL_REPORT).read()
+    assert "Limit at" in report
+    with pytest.raises(evaluation.EvaluationError, match="private run"):
+        evaluation.evaluate(runs["none"], str(tmp_path / "eval2"),
+                            dataset=corpus, reference_run=runs["code"],
+                            progress=False, plots=False)
+    # Another test split than the reference's is refused.
+    with pytest.raises(evaluation.EvaluationError, match="test split"):
+        evaluation.evaluate(runs["code"], str(tmp_path / "eval3"),
+                            reference_run=runs["none"], progress=False,
+                            plots=False)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(mode="token_rep", release="code", eta=10.0), "release=code"),
+    (dict(mode="robust", release="code"), "epsilon"),
+    (dict(mode="robust", release="code", epsilon=1.0, num_codes=1),
+     "num_codes"),
+    (dict(mode="robust", release="code", epsilon=1.0, num_codes=70000),
+     "num_codes"),
+    (dict(mode="robust", release="code", epsilon=1.0, private_dim=8),
+     "private_dim"),
+    (dict(mode="robust", release="code", epsilon=float("inf")), "epsilon"),
+    (dict(mode="robust", epsilon=1.0, num_codes=4), "num_codes"),
+    (dict(mode="robust", mechanism="rr", epsilon=1.0), "release=code"),
+    (dict(mode="robust", epsilon=1.0, label_epsilon=1.0), "label_epsilon"),
+    (dict(mode="text_to_text", eta=10.0, label_epsilon=0.0),
+     "label_epsilon"),
+])
+def test_bad_code_and_label_configs_fail_before_training(kwargs, message):
+    with pytest.raises(ArgumentError, match=message):
+        training.TrainConfig(**kwargs).validate()
+
+
+def test_fewer_codes_than_classes_refused_before_writing(tiny_preset,
+                                                         corpus, tmp_path):
+    import dataclasses
+
+    three = dataclasses.replace(corpus, num_classes=3,
+                                label_names=["a", "b", "c"])
+    out = tmp_path / "few"
+    with pytest.raises(ArgumentError, match="num_codes"):
+        training.train(_config(tiny_preset, mode="robust", release="code",
+                               epsilon=1.0, num_codes=2), str(out),
+                       dataset=three, verbose=0)
+    assert not out.exists()
+
+
+def test_label_privacy_run_draws_labels_once(tiny_preset, corpus, tmp_path):
+    out = str(tmp_path / "labels")
+    config = _config(tiny_preset, mode="text_to_text", eta=1000.0,
+                     label_epsilon=1.0, epochs=1)
+    metrics = training.train(config, out, dataset=corpus, verbose=0)
+    privacy = metrics["label_privacy"]
+    assert privacy["label_epsilon"] == 1.0
+    changed = privacy["changed_share"]["train"]
+    n = len(corpus.splits["train"])
+    assert abs(changed - privacy["expected_changed_share"]) < 4 * np.sqrt(
+        0.25 / n)
+    # d_chi is metric DP per token: the label's epsilon is composed in
+    # words, the text's guarantee kept.
+    assert "training label" in privacy["example_guarantee"]["composition"]
+    run = rundir.RunDir(out)
+    first = run.read(rundir.RANDOMIZED_LABELS, required=("train",))
+    again = label_privacy.randomized_labels(run, config, corpus, ValueError)
+    np.testing.assert_array_equal(again["train"], first["train"])
+    other = _config(tiny_preset, mode="text_to_text", eta=1000.0,
+                    label_epsilon=2.0)
+    with pytest.raises(ValueError, match="never drawn again"):
+        label_privacy.randomized_labels(run, other, corpus, ValueError)
+
+
+def test_program_trains_exports_and_predicts_a_code_on_own_csv(
+        tiny_preset, tmp_path):
+    lines = ["text,label"]
+    rng = np.random.default_rng(0)
+    for i in range(160):
+        label = ["Good", "Bad"][i % 2]
+        word = rng.choice(["great", "lovely"] if label == "Good" else
+                          ["awful", "broken"])
+        lines.append(f"the {word} thing number {i},{label}")
+    for name, rows in (("train.csv", lines), ("test.csv", lines[:41])):
+        (tmp_path / name).write_text("\n".join(rows) + "\n")
+    run, out = str(tmp_path / "run"), str(tmp_path / "export")
+    common = dict(capture_output=True, text=True, timeout=600)
+    train = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "train", "tfdptext-train"),
+         "--mode=robust", "--release=code", "--epsilon=2", "--dataset=csv",
+         f"--train_file={tmp_path / 'train.csv'}",
+         f"--test_file={tmp_path / 'test.csv'}", f"--preset={tiny_preset}",
+         "--max_length=16", "--epochs=1", "--learning_rate=3e-3",
+         f"--output_dir={run}"], **common)
+    assert train.returncode == 0, train.stderr[-2000:]
+    assert "per text" in train.stdout and "Limit at" in train.stdout
+    export = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "export", "tfdptext-export"),
+         f"--model_dir={run}", f"--output_dir={out}", "--lengths=16"],
+        **common)
+    assert export.returncode == 0, export.stderr[-2000:]
+    predict = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "export", "tfdptext-predict"),
+         f"--export_dir={out}", "the lovely thing"], **common)
+    assert predict.returncode == 0, predict.stderr[-2000:]
+    assert "private_code" in predict.stdout
+    assert ("label Good" in predict.stdout) != ("label Bad" in
+                                                predict.stdout)

@@ -1,0 +1,142 @@
+"""A predictable generator that passes every check: java.util.Random.
+
+An app that fills `random_words` with `new Random(System.currentTimeMillis())
+.nextInt()` sends words that look random to every statistical test
+(`tfdptext.privacy.word_statistics`): java.util.Random is a 48-bit linear
+congruential generator whose outputs are its top 32 bits, and it passes
+the phone model's checks. But its whole output is a function of the seed,
+and a seed taken from the clock is known to within seconds. An attacker
+with the public model and ONE release tries every millisecond of a window
+(120,001 seeds for +-60 s), replays the noise each seed gives, and keeps
+the seed for which release - noise is a possible clean representation:
+the noise of that release, and of every later release the app makes from
+the same generator, is gone (`recover_seed`).
+
+No check inside the model can catch this: a predictable generator is a
+property of where the words come from, not of how they look. The contract
+is the platform's cryptographically secure generator.
+
+The generator (java.util.Random, OpenJDK): the seed is scrambled as
+(seed ^ 0x5DEECE66D) mod 2^48; each next(32) sets
+state = (state * 0x5DEECE66D + 0xB) mod 2^48 and returns state >> 16,
+which nextInt() returns as a signed int.
+
+Example:
+>>> words = java_words(1700000000000, 768)     # what the app sent
+>>> found = recover_seed(release, scale=1.0, start=1700000000000 - 60000,
+...                      stop=1700000000000 + 60001)
+>>> found.seeds
+(1700000000000,)
+"""
+
+import time
+
+import numpy as np
+
+from tfdptext.audit import seed_recovery
+
+MULTIPLIER = 0x5DEECE66D
+ADDEND = 0xB
+MASK = (1 << 48) - 1
+
+
+def scrambled(seeds):
+    """The initial states of `new Random(seed)` (uint64 array)."""
+    seeds = np.asarray(seeds).astype(np.int64).astype(np.uint64)
+    return (seeds ^ np.uint64(MULTIPLIER)) & np.uint64(MASK)
+
+
+def next_ints(states, count):
+    """(new states, int32 array shape + (count,)): `count` successive
+    nextInt() values of generators in `states` (uint64; the products wrap
+    modulo 2^64, and 2^48 divides 2^64, so the mask gives them modulo
+    2^48 exactly)."""
+    states = np.array(states, dtype=np.uint64, copy=True)
+    out = np.empty(states.shape + (count,), np.uint32)
+    with np.errstate(over="ignore"):
+        for i in range(count):
+            states = (states * np.uint64(MULTIPLIER) + np.uint64(ADDEND)) \
+                & np.uint64(MASK)
+            out[..., i] = (states >> np.uint64(16)).astype(np.uint32)
+    return states, out.view(np.int32)
+
+
+def java_words(seed, count):
+    """The first `count` nextInt() values of `new Random(seed)`, as the
+    int32 words an app would put in `random_words`."""
+    return next_ints(scrambled(seed), count)[1]
+
+
+def exponentials(words):
+    """E = -log(V) from int32 word pairs (..., 2) as the phone model
+    computes it, in float32
+    (`tfdptext.layers.sampling.complements_from_word_pairs`)."""
+    words = np.asarray(words, np.int32)
+    value = words[..., 0].astype(np.float32)
+    high = np.where(value < 0, -value, np.float32(4294967296.0) - value)
+    low = ((words[..., 1] >> 8) % 2**24).astype(np.float32)
+    complement = (high - low * np.float32(2.0**-24)) * np.float32(2.0**-32)
+    return -np.log(complement)
+
+
+def laplace_noise(words, scale):
+    """The noise b (E1 - E2) of a Laplace release from its 4k words (two
+    words per exponential, two exponentials per coordinate), float32,
+    shape (..., k)."""
+    words = np.asarray(words, np.int32)
+    e = exponentials(words.reshape(words.shape[:-1] + (-1, 2, 2)))
+    return np.float32(scale) * (e[..., 0] - e[..., 1])
+
+
+def recover_seed(release, scale, start, stop, offset=0, screen=8,
+                 chunk=2**16, normalized=True, tolerance=1e-4):
+    """Searches java.util.Random seeds in [start, stop) that explain a
+    Laplace release made from their words.
+
+    Args:
+        release: the released vector (k,): x + b (E1 - E2) with x in [0,
+            1]^k (min-max normalised when `normalized`).
+        scale: the Laplace scale b.
+        start, stop: the seeds to try (e.g. milliseconds since the epoch
+            within a minute of the release).
+        offset: words the model reads before the noise's (word dropout's).
+        screen: coordinates checked for every candidate before the whole
+            vector.
+        chunk: candidates per vectorised step.
+        normalized: the clean vector has minimum 0 and maximum 1.
+        tolerance: float slack on the [0, 1] bounds.
+
+    Returns:
+        A `tfdptext.audit.seed_recovery.SeedRecovery`: the seeds found, the
+        clean vectors they give, and the search's time.
+    """
+    release = np.asarray(release, np.float32).reshape(-1)
+    k = release.size
+    screen = min(screen, k)
+    began = time.perf_counter()
+    seeds, clean = [], []
+    for low in range(start, stop, chunk):
+        candidates = np.arange(low, min(low + chunk, stop), dtype=np.int64)
+        states, head = next_ints(scrambled(candidates),
+                                 offset + 4 * screen)
+        noise = laplace_noise(head[:, offset:], scale)
+        residual = release[:screen] - noise
+        keep = np.all((residual >= -tolerance)
+                      & (residual <= 1 + tolerance), axis=1)
+        if not keep.any():
+            continue
+        # The survivors' remaining words, all at once (the generators
+        # continue from where the screen stopped).
+        _, rest = next_ints(states[keep], 4 * (k - screen))
+        words = np.concatenate([head[keep, offset:], rest], axis=1)
+        full = release - laplace_noise(words, scale)
+        ok = np.all((full >= -tolerance) & (full <= 1 + tolerance), axis=1)
+        if normalized:
+            ok &= np.abs(full.min(axis=1)) <= tolerance
+            ok &= np.abs(full.max(axis=1) - 1) <= tolerance
+        for index in np.flatnonzero(ok):
+            seeds.append(int(candidates[keep][index]))
+            clean.append(np.clip(full[index], 0.0, 1.0).astype(np.float32))
+    return seed_recovery.SeedRecovery(tuple(seeds), tuple(clean),
+                                      stop - start,
+                                      time.perf_counter() - began)

@@ -1,0 +1,97 @@
+"""Training labels that users contribute, randomized on their device.
+
+With `--label_epsilon` (modes token_rep, text_to_text, seq_rep), each
+training and dev example's label is released by K-ary randomized response
+(`tfdptext.offline.categorical`, integer arithmetic on os.urandom words),
+ONCE: the draw is recorded in the run directory (RANDOMIZED_LABELS) and a
+resumed run reads it back, since drawing again would release every label
+a second time. The model trains with the forward-corrected loss for the
+known channel (`tfdptext.training.losses.ForwardCorrectedCrossentropy`);
+the test split stays clean, for measuring.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from tfdptext import rundir
+from tfdptext.offline import categorical as categorical_rr
+from tfdptext.privacy import categorical
+
+# The splits whose labels come from users (the test split is the
+# experimenter's, to measure accuracy with clean labels).
+USER_SPLITS = ("train", "dev")
+
+
+def transition(config, num_classes):
+    """The (K, K) channel P[noisy = j | clean = i] of the run's labels."""
+    return categorical.transition_matrix(config.label_epsilon, num_classes)
+
+
+def _draw(dataset, epsilon):
+    return {name: categorical_rr.randomized_response(
+        dataset.splits[name].labels.astype(np.int64), dataset.num_classes,
+        epsilon).tolist() for name in USER_SPLITS}
+
+
+def _matches(record, dataset, epsilon):
+    """Whether recorded labels belong to this run's data and epsilon."""
+    sizes = {name: len(dataset.splits[name]) for name in USER_SPLITS}
+    if (record.get("label_epsilon") != epsilon
+            or record.get("num_classes") != dataset.num_classes
+            or {n: len(record.get(n, ())) for n in USER_SPLITS} != sizes):
+        return False
+    return all(0 <= v < dataset.num_classes for name in USER_SPLITS
+               for v in record[name])
+
+
+def randomized_labels(run, config, dataset, error):
+    """{"train", "dev"} -> noisy label arrays: read from the run directory
+    when a previous start drew them, else drawn once and written there
+    (atomically) before any training step. `error` (an exception class) is
+    raised when the recorded file does not match the data or epsilon."""
+    name = rundir.RANDOMIZED_LABELS
+    if run.exists(name):
+        record = run.read(name, required=USER_SPLITS)
+        if not _matches(record, dataset, config.label_epsilon):
+            raise error(
+                f"{run.file(name)} holds labels drawn for other data or "
+                f"another label_epsilon than this run's "
+                f"({config.label_epsilon:g}, {dataset.num_classes} classes, "
+                f"sizes { {n: len(dataset.splits[n]) for n in USER_SPLITS} });"
+                " they were released once and are never drawn again: use a "
+                "new output directory.")
+    else:
+        record = {"label_epsilon": config.label_epsilon,
+                  "num_classes": dataset.num_classes,
+                  **_draw(dataset, config.label_epsilon)}
+        run.write(name, record, indent=None)
+    return {n: np.asarray(record[n], np.int32) for n in USER_SPLITS}
+
+
+def noisy_dataset(dataset, labels):
+    """`dataset` with its train and dev labels replaced by `labels`."""
+    splits = dict(dataset.splits)
+    for name, values in labels.items():
+        splits[name] = dataclasses.replace(splits[name], labels=values)
+    return dataclasses.replace(dataset, splits=splits)
+
+
+def summary(config, dataset, labels, text_guarantee):
+    """metrics.json's "label_privacy": the label guarantee, the share of
+    labels changed, and what one training example guarantees."""
+    label = categorical.label_guarantee(config.label_epsilon,
+                                        dataset.num_classes)
+    changed = {name: float(np.mean(labels[name]
+                                   != dataset.splits[name].labels))
+               for name in USER_SPLITS}
+    out = {"label_epsilon": config.label_epsilon,
+           "guarantee": label.to_dict(), "guarantee_text": str(label),
+           "changed_share": changed,
+           "expected_changed_share": 1.0 - label.details["keep_probability"],
+           "splits": list(USER_SPLITS)}
+    if text_guarantee.is_private:
+        example = categorical.with_label(text_guarantee, label)
+        out["example_guarantee"] = example.to_dict()
+        out["example_guarantee_text"] = str(example)
+    return out
