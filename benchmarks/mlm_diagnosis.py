@@ -164,7 +164,8 @@ def main(argv):
         if step < FLAGS.head_only_steps:
             segment = min(segment, FLAGS.head_only_steps - step)
         started = time.perf_counter()
-        model.fit(train(step), steps_per_epoch=segment, epochs=1, verbose=0)
+        model.fit(train(step), steps_per_epoch=segment, epochs=1, verbose=0,
+                  shuffle=False)
         seconds += time.perf_counter() - started
         step += segment
         curve.append(evaluate(model, heldout, step))

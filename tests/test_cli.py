@@ -18,8 +18,13 @@ from tfdptext.errors import ArgumentError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER_FOLDERS = ("train", "eval", "export")
+# A launcher's own folder (train/) heads its sys.path, not the checkout:
+# PYTHONPATH makes it run this checkout's tfdptext, not whichever one the
+# venv has installed (another worktree's, in an editable install).
 ENV = {**os.environ, "KERAS_BACKEND": "tensorflow",
-       "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+       "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+       "PYTHONPATH": os.pathsep.join(
+           p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
 
 
 def _console_scripts():

@@ -26,6 +26,7 @@ from tfdptext.pretraining import masking
 from tfdptext.pretraining import model as model_lib
 from tfdptext.pretraining import objectives
 from tfdptext.pretraining import pretrain
+from tfdptext.privacy import headline
 
 # A toy WordPiece vocabulary: special ids 0-6 ([unused*] included).
 TOY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]",
@@ -211,8 +212,7 @@ def test_vanilla_targets_are_the_released_tokens_at_masked_positions(
     if mode == "text_to_text":
         expected = _take(released[0], positions)
     else:  # the nearest regular token of the released noisy embedding
-        table = keras.ops.convert_to_numpy(
-            backbone.token_embedding.embeddings)
+        table = backbone.token_embedding.embeddings.numpy()
         vectors = np.take_along_axis(released[0], positions[..., None],
                                      axis=1)
         expected = np.zeros_like(positions)
@@ -330,7 +330,7 @@ def _answer_at_input_accuracy(masker, *, shuffle_rows, seed=0):
     backbone.token_embedding.embeddings.assign(
         rng.normal(size=(len(TOY_VOCAB), 8)))
     mlm.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False)
-    mlm.fit(train, epochs=1, verbose=0)
+    mlm.fit(train, epochs=1, verbose=0, shuffle=False)
     return mlm.evaluate(heldout, verbose=0,
                         return_dict=True)["original_accuracy"]
 
@@ -356,7 +356,7 @@ def test_frozen_embedding_bit_identical_after_training_steps(toy_tokenizer,
     assert all(v is not table for v in mlm.trainable_variables)
     mlm.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False)
     mlm.fit(tf.data.Dataset.from_tensors(batch).repeat(3), epochs=1,
-            verbose=0)
+            verbose=0, shuffle=False)
     after = {v.path: v.numpy() for v in mlm.weights}
     np.testing.assert_array_equal(after[table.path], before[table.path])
     changed = [p for p in before if not np.array_equal(before[p], after[p])]
@@ -393,7 +393,8 @@ def test_head_rate_multiplier_scales_only_the_head_updates(toy_tokenizer,
         copies.append(mlm)
     before = [v.numpy().copy() for v in copies[0].trainable_variables]
     for mlm in copies:
-        mlm.fit(tf.data.Dataset.from_tensors(batch), epochs=1, verbose=0)
+        mlm.fit(tf.data.Dataset.from_tensors(batch), epochs=1, verbose=0,
+                shuffle=False)
     scaled, base, head_rate = (m.trainable_variables for m in copies)
     in_head = [model_lib.MLM_HEAD in v.path.split("/") for v in scaled]
     assert copies[0].optimizer.head_variable_count == sum(in_head) == 5
@@ -474,12 +475,61 @@ def test_heldout_masks_are_fixed_by_the_seed_and_training_masks_are_not(
                                for b in batches])
 
     np.testing.assert_array_equal(masks(0), masks(0))  # rebuilt: same
-    # The seed stays inside: training masks (traced afterwards) differ.
+    assert not np.array_equal(masks(0), masks(1))
+    batches = masking.heldout_batches(texts, toy_tokenizer, seed=0,
+                                      **options)
+    first, again = ([b["masked_ids"].numpy() for b in batches]
+                    for _ in range(2))
+    for a, b in zip(first, again):  # iterated again: same
+        np.testing.assert_array_equal(a, b)
+    assert [b["token_ids"].dtype for b in batches][0] == tf.int32
+    # Nothing global is seeded: training masks differ.
     encode = masking.batch_encoder(toy_tokenizer, masking.masker_for(
         toy_tokenizer, mask_rate=0.3, max_predictions=4))
     draws = [encode(tf.constant(texts))["mask_positions"].numpy()
              for _ in range(2)]
     assert not np.array_equal(*draws)
+
+
+def test_fixed_masks_follow_the_maskers_law(tokenizer):
+    # TokenMasker.fixed (the held-out masks) against the training masks:
+    # the same count per row, never a special token or padding,
+    # the unselected ids unchanged, and BERT's 80/10/10 corruption.
+    masker = masking.masker_for(tokenizer, mask_rate=0.15,
+                                max_predictions=20)
+    texts = ["a fine day", "\u2603 snowman \u2603 and more words here",
+             "one two three four five six seven eight nine ten eleven "
+             "twelve thirteen fourteen fifteen"] * 100
+    features = tokenizer(texts)
+    ids = features["token_ids"].numpy()
+    special = np.array(tokenizer.special_token_ids)
+    out = masker.fixed(ids, np.random.default_rng(0))
+    weights = out["mask_weights"] > 0
+    # Traced, as training traces it (called eagerly, keras-hub's generator
+    # takes its pure-Python path, another law).
+    traced = tf.function(masker)(tf.constant(ids))
+    np.testing.assert_array_equal(
+        weights.sum(axis=1),
+        (traced["mask_weights"].numpy() > 0).sum(axis=1))
+    chosen = _take(ids, out["mask_positions"])[weights]
+    assert not np.isin(chosen, special).any()
+    for p, w in zip(out["mask_positions"], weights):
+        assert w[:w.sum()].all()  # the selections first, then padding
+        assert (np.diff(p[w]) > 0).all()  # ascending
+    unselected = np.ones_like(ids, bool)
+    for row, (p, w) in enumerate(zip(out["mask_positions"], weights)):
+        unselected[row, p[w]] = False
+    np.testing.assert_array_equal(out["masked_ids"][unselected],
+                                  ids[unselected])
+    after = _take(out["masked_ids"], out["mask_positions"])[weights]
+    share_mask = np.mean(after == tokenizer.mask_id)
+    share_kept = np.mean(after == chosen)
+    assert len(chosen) > 400
+    assert 0.72 < share_mask < 0.88  # about 5 sd of 400 draws
+    assert 0.04 < share_kept < 0.16
+    np.testing.assert_array_equal(
+        out["masked_ids"], masker.fixed(ids, np.random.default_rng(0))[
+            "masked_ids"])
 
 
 def test_masker_toy_vocabulary_scattered_specials():
@@ -714,10 +764,14 @@ def test_finished_run_is_kept_and_other_runs_refused(interrupted_run,
 def test_clean_baseline_run_states_no_guarantee_and_logs_its_curve(
         tiny_preset, tmp_path):
     out = str(tmp_path / "clean")
+    announced = []
     metrics = pretrain(_run_config(tiny_preset, mode="none", eta=None,
                                    objective="vanilla", steps=3,
                                    checkpoint_every=3, eval_every=2), out,
-                       verbose=0)
+                       verbose=0, announce=announced.append)
+    # The program prints this first (tfdptext.privacy.headline).
+    [guarantee] = announced
+    assert headline.lines(guarantee)[0].startswith("Privacy: NONE")
     assert metrics["mode"] == "none" and metrics["mechanism"] == "none"
     assert metrics["eta"] is None
     assert metrics["guarantee"]["unit"] == "none"

@@ -17,8 +17,8 @@ privatizations of the original token), denoising (target = the original
 token). --mode=none is the clean-text baseline (no privatization, no
 guarantee, no --eta):
 
-    tfdptext-pretrain --mode=none --objective=vanilla --corpus=ag_dpnr \
-        --data_dir=../shared/data/ag_dpnr --steps=500 --max_length=64 \
+    tfdptext-pretrain --mode=none --objective=vanilla --corpus=ag_dpnr \\
+        --data_dir=../shared/data/ag_dpnr --steps=500 --max_length=64 \\
         --output_dir=runs/mlm_clean
 
 The flags are the fields of tfdptext.pretraining.PretrainConfig, plus
@@ -53,7 +53,15 @@ def pretrain(argv):
 
     config = cli_flags.build(pretraining.PretrainConfig)
     config.validate()
-    metrics = pretraining.pretrain(config, FLAGS.output_dir)
+    from tfdptext.cli import quiet
+    from tfdptext.privacy import headline
+
+    def announce(guarantee):
+        print("\n".join(headline.lines(guarantee)), flush=True)
+
+    metrics = pretraining.pretrain(config, FLAGS.output_dir,
+                                   verbose=quiet.progress_verbosity(),
+                                   announce=announce)
     for when in ("start", "end"):
         held = metrics["heldout"][when]
         print(f"held-out at {when}: " + ", ".join(

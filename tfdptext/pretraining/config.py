@@ -149,8 +149,8 @@ class PretrainConfig:
     max_predictions: int = _field(
         DEFAULT_MAX_PREDICTIONS, "Most masked positions per sequence.")
     seed: int = _field(
-        0, "Seed of the MLM head's initialisation and of the text order "
-        "(never of the privacy noise).")
+        0, "Seed of the MLM head's initialisation, of the text order and "
+        "of the held-out masks (never of the privacy noise).")
 
     def validate(self):
         """Checks every field and returns self; raises ArgumentError naming

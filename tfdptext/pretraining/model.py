@@ -65,7 +65,7 @@ HEAD_INITIALIZER_STDDEV = 0.02
 NO_MECHANISM_REASON = (
     "clean-text MLM baseline (--mode=none): no user-side mechanism; the "
     "encoder was adapted to no privatization and this run releases nothing. "
-    "Fine-tuning from it releases what its own --mode releases.")
+    "Fine-tuning from it releases what its own --mode releases")
 
 
 def corrupt_released_ids(release, *, token_ids, masked_ids):

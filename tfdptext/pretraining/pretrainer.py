@@ -52,15 +52,21 @@ class PretrainError(TfdptextError):
     says why and what to change."""
 
 
-def pretrain(config, output_dir, *, verbose=1, callbacks=()):
+def pretrain(config, output_dir, *, verbose=1, callbacks=(),
+             announce=None):
     """Pretrains `config` into `output_dir`; resumes a killed run there.
 
     Args:
         config: a PretrainConfig (validated here; `batch_size` None takes
             the device's default: 32 on CPU, 128 on a GPU).
         output_dir: the run's directory (see tfdptext.pretraining.layout).
-        verbose: 0 silent, 1 progress bars and a line per checkpoint.
+        verbose: 0 silent; 1 progress bars (2: a line per segment, for a
+            file) and a line per checkpoint and evaluation.
         callbacks: extra Keras callbacks for each fit call.
+        announce: if given, `announce(guarantee)` is called once the model
+            is built and before the first step, with the guarantee of the
+            mechanism the encoder is adapted to (the program prints its
+            epsilon per text first, as tfdptext-train does).
 
     Returns:
         The metrics dict (also metrics.json).
@@ -89,8 +95,8 @@ def pretrain(config, output_dir, *, verbose=1, callbacks=()):
     texts = load_corpus(config)
     with devices.precision_policy(devices.policy_for(gpu)):
         return _Session(config, run, texts, gpu=gpu, verbose=verbose,
-                        callbacks=callbacks).run(resume=state
-                                                 == layout.RESUME)
+                        callbacks=callbacks, announce=announce).run(
+                            resume=state == layout.RESUME)
 
 
 def _segment_index(step, config):
@@ -203,8 +209,10 @@ def is_eval_step(step, config):
 class _Session:
     """One process's part of a run: build, resume, train, export."""
 
-    def __init__(self, config, run, texts, *, gpu, verbose, callbacks):
+    def __init__(self, config, run, texts, *, gpu, verbose, callbacks,
+                 announce=None):
         self.config = config
+        self.announce = announce
         self.run_dir = run
         self.texts = texts
         self.gpu = gpu
@@ -214,6 +222,8 @@ class _Session:
     def run(self, resume):
         """The whole session; returns the metrics."""
         self._build()
+        if self.announce is not None:
+            self.announce(self.model.guarantee())
         if not resume:
             for name in (layout.LOGS, layout.CHECKPOINT, layout.START_EVAL,
                          layout.HELDOUT_CURVE):
@@ -357,9 +367,12 @@ class _Session:
                 skip_steps=step)
             index = _segment_index(step, config)
             started = time.perf_counter()
+            # The batches shuffle themselves (masking.training_batches);
+            # Keras' own shuffle does not apply to a tf.data.Dataset.
             self.model.fit(batches, steps_per_epoch=end - step,
                            initial_epoch=index, epochs=index + 1,
-                           callbacks=callbacks, verbose=self.verbose)
+                           callbacks=callbacks, verbose=self.verbose,
+                           shuffle=False)
             wall += time.perf_counter() - started
             step = end
             if step % config.checkpoint_every == 0 or step == config.steps:
