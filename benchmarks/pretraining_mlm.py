@@ -63,6 +63,8 @@ flags.DEFINE_integer("batch_size", None,
                      "Batch size (default: 32 on CPU, 128 on a GPU).")
 flags.DEFINE_integer("max_length", 128, "Token length (pretraining).")
 flags.DEFINE_float("learning_rate", 1e-4, "Peak pretraining learning rate.")
+flags.DEFINE_float("head_rate_multiplier", 100.0, "The MLM head's rate over "
+                   "--learning_rate (1 = the recipe before issue 21).")
 flags.DEFINE_integer("heldout_examples", 256, "Held-out corpus texts.")
 flags.DEFINE_string("sst2_dir", "../shared/data/sst2", "SST-2 directory.")
 flags.DEFINE_integer("finetune_max_length", 64, "Token length (SST-2).")
@@ -101,6 +103,7 @@ def pretrain_run(objective, eta):
         max_length=FLAGS.max_length, batch_size=FLAGS.batch_size,
         steps=FLAGS.pretrain_steps, checkpoint_every=FLAGS.checkpoint_every,
         learning_rate=FLAGS.learning_rate,
+        head_rate_multiplier=FLAGS.head_rate_multiplier,
         heldout_examples=FLAGS.heldout_examples)
     start = time.perf_counter()
     metrics = pretraining.pretrain(config, out, verbose=0)
@@ -248,7 +251,7 @@ def main(argv):
             json.dump({"flags": {name: FLAGS[name].value for name in (
                 "eta", "objective", "mode", "preset", "corpus",
                 "pretrain_steps", "batch_size", "max_length",
-                "learning_rate", "finetune_max_length",
+                "learning_rate", "head_rate_multiplier", "finetune_max_length",
                 "finetune_train_examples", "finetune_dev_examples",
                 "finetune_epochs")},
                 "test_accuracy": [

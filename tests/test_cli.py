@@ -18,8 +18,13 @@ from tfdptext.errors import ArgumentError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER_FOLDERS = ("train", "eval", "export")
+# A launcher's own folder (train/) heads its sys.path, not the checkout:
+# PYTHONPATH makes it run this checkout's tfdptext, not whichever one the
+# venv has installed (another worktree's, in an editable install).
 ENV = {**os.environ, "KERAS_BACKEND": "tensorflow",
-       "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+       "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+       "PYTHONPATH": os.pathsep.join(
+           p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
 
 
 def _console_scripts():
@@ -264,6 +269,9 @@ def test_console_scripts_import_and_expose_main():
 
 @pytest.mark.parametrize("flag, named", [
     ("--eta=0", "`eta`"),
+    ("--mode=none --eta=80", "`eta`"),
+    ("--eta=80 --eval_every=0", "`eval_every`"),
+    ("--eta=80 --head_rate_multiplier=0.5", "`head_rate_multiplier`"),
     ("--eta=80 --objective=probabilistic --num_privatizations=1",
      "`num_privatizations`")])
 def test_pretrain_refuses_bad_flags_before_any_work(tmp_path, flag, named):

@@ -26,6 +26,7 @@ from tfdptext.pretraining import masking
 from tfdptext.pretraining import model as model_lib
 from tfdptext.pretraining import objectives
 from tfdptext.pretraining import pretrain
+from tfdptext.privacy import headline
 
 # A toy WordPiece vocabulary: special ids 0-6 ([unused*] included).
 TOY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]",
@@ -211,8 +212,7 @@ def test_vanilla_targets_are_the_released_tokens_at_masked_positions(
     if mode == "text_to_text":
         expected = _take(released[0], positions)
     else:  # the nearest regular token of the released noisy embedding
-        table = keras.ops.convert_to_numpy(
-            backbone.token_embedding.embeddings)
+        table = backbone.token_embedding.embeddings.numpy()
         vectors = np.take_along_axis(released[0], positions[..., None],
                                      axis=1)
         expected = np.zeros_like(positions)
@@ -254,6 +254,97 @@ def test_probabilistic_targets_are_counts_of_k_privatizations(
         targets[masked], np.eye(len(TOY_VOCAB))[original])
 
 
+@pytest.mark.parametrize("objective", ["vanilla", "probabilistic",
+                                       "denoising"])
+def test_clean_mode_targets_the_original_ids_of_the_masked_text(
+        toy_tokenizer, toy_masker, objective):
+    mlm, backbone = _toy_model("none", objective, eta=None)
+    assert mlm.privatizer is None
+    batch = _toy_batch(toy_tokenizer, toy_masker)
+    out = mlm(batch)
+    positions = batch["mask_positions"].numpy()
+    masked = batch["mask_weights"].numpy() > 0
+    original = _take(batch["token_ids"].numpy(), positions)
+    hard = objectives.hard_targets(out["targets"]).numpy()
+    np.testing.assert_array_equal(hard[masked], original[masked])
+    if objective == "probabilistic":  # K identical draws: one-hot
+        np.testing.assert_array_equal(
+            out["targets"].numpy()[masked],
+            np.eye(len(TOY_VOCAB))[original[masked]])
+    # The server's input is BERT's masking of the clean text, nothing else.
+    sequence = backbone({"token_ids": batch["masked_ids"],
+                         "padding_mask": batch["padding_mask"],
+                         "segment_ids": batch["segment_ids"]})[
+        "sequence_output"]
+    np.testing.assert_allclose(
+        out["logits"].numpy(),
+        mlm.mlm_head(sequence, mask_positions=batch["mask_positions"]),
+        rtol=1e-5, atol=1e-5)
+    guarantee = mlm.guarantee()
+    assert not guarantee.is_private and guarantee.value is None
+    assert "NO privacy guarantee" in str(guarantee)
+    assert "releases nothing" in str(guarantee)
+
+
+def _answer_at_input_accuracy(masker, *, shuffle_rows, seed=0):
+    """Held-out masked-token accuracy of a toy clean MLM trained for 200
+    steps on random token sequences (nothing to predict from context) with
+    the original token at the input of every masked position (no [MASK]).
+    `shuffle_rows`: each row's input is the previous row's sequence, so it
+    holds no answer (what misaligned labels would look like)."""
+    from tfdptext import seeding
+
+    rng = np.random.default_rng(seed)
+    regular = np.arange(len(TOY_SPECIAL), len(TOY_VOCAB))
+
+    def batch(rows=8, length=12):
+        ids = rng.choice(regular, size=(rows, length)).astype(np.int32)
+        ids[:, 0], ids[:, -1] = 2, 3  # [CLS], [SEP]
+        features = {"token_ids": tf.constant(ids),
+                    "padding_mask": tf.ones_like(ids, dtype=tf.bool),
+                    "segment_ids": tf.zeros_like(ids)}
+        features.update(masker(features["token_ids"]))
+        answer = features["token_ids"]
+        if shuffle_rows:
+            answer = tf.roll(answer, shift=1, axis=0)
+        return {**features, "masked_ids": answer}
+
+    def dataset(n):
+        batches = [batch() for _ in range(n)]
+        return tf.data.Dataset.from_tensor_slices(
+            {k: tf.stack([b[k] for b in batches]) for k in batches[0]})
+
+    config = PretrainConfig(objective="vanilla", mode="none",
+                            preset="toy").validate()
+    with seeding.scoped_seed(seed):
+        backbone = keras_hub.models.BertBackbone(
+            vocabulary_size=len(TOY_VOCAB), num_layers=1, num_heads=1,
+            hidden_dim=8, intermediate_dim=16, max_sequence_length=16,
+            dropout=0.0)
+        mlm = model_lib.build_mlm(config, backbone, TextTokenizer(
+            TOY_VOCAB, max_length=16))
+        train, heldout = dataset(200), dataset(20)
+        mlm(next(iter(train)))
+    # Unit-scale, well-separated token vectors (keras-hub's 0.02-scale
+    # initial table makes the tied output layer slow to learn anything).
+    backbone.token_embedding.embeddings.assign(
+        rng.normal(size=(len(TOY_VOCAB), 8)))
+    mlm.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False)
+    mlm.fit(train, epochs=1, verbose=0, shuffle=False)
+    return mlm.evaluate(heldout, verbose=0,
+                        return_dict=True)["original_accuracy"]
+
+
+def test_labels_are_aligned_with_the_masked_positions(toy_masker):
+    """Given the answer at the input, the MLM learns to read it off: its
+    labels are the tokens at the positions its logits are taken from. On
+    random sequences nothing else predicts a token, so labels taken from
+    other positions or rows would stay near chance (1/15): the contrast,
+    where each input is another row's, shows it."""
+    assert _answer_at_input_accuracy(toy_masker, shuffle_rows=False) > 0.95
+    assert _answer_at_input_accuracy(toy_masker, shuffle_rows=True) < 0.3
+
+
 def test_frozen_embedding_bit_identical_after_training_steps(toy_tokenizer,
                                                              toy_masker):
     mlm, backbone = _toy_model("text_to_text", "vanilla")
@@ -265,12 +356,54 @@ def test_frozen_embedding_bit_identical_after_training_steps(toy_tokenizer,
     assert all(v is not table for v in mlm.trainable_variables)
     mlm.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False)
     mlm.fit(tf.data.Dataset.from_tensors(batch).repeat(3), epochs=1,
-            verbose=0)
+            verbose=0, shuffle=False)
     after = {v.path: v.numpy() for v in mlm.weights}
     np.testing.assert_array_equal(after[table.path], before[table.path])
     changed = [p for p in before if not np.array_equal(before[p], after[p])]
     assert any("transformer_layer" in p for p in changed), changed
     assert any("mlm_head" in p for p in changed), changed
+
+
+def test_head_rate_multiplier_scales_only_the_head_updates(toy_tokenizer,
+                                                          toy_masker):
+    """One step of HeadRateAdamW(rate, m) = AdamW(m * rate) on the head's
+    variables and AdamW(rate) on the others (dropout off: the same
+    gradients in every copy)."""
+    from tfdptext.pretraining.optimizer import HeadRateAdamW
+
+    rate, multiplier = 1e-3, 10.0
+    batch = _toy_batch(toy_tokenizer, toy_masker)
+    config = PretrainConfig(objective="denoising", mode="none",
+                            preset="toy").validate()
+    copies = []
+    for optimizer in (
+            HeadRateAdamW(rate, head_name=model_lib.MLM_HEAD,
+                          head_rate_multiplier=multiplier, weight_decay=0.0),
+            keras.optimizers.AdamW(rate, weight_decay=0.0),
+            keras.optimizers.AdamW(rate * multiplier, weight_decay=0.0)):
+        backbone = keras_hub.models.BertBackbone(
+            vocabulary_size=len(TOY_VOCAB), num_layers=1, num_heads=1,
+            hidden_dim=8, intermediate_dim=16, max_sequence_length=16,
+            dropout=0.0)
+        mlm = model_lib.build_mlm(config, backbone, toy_tokenizer)
+        mlm(batch)
+        if copies:
+            mlm.set_weights(copies[0].get_weights())
+        mlm.compile(optimizer=optimizer, jit_compile=False)
+        copies.append(mlm)
+    before = [v.numpy().copy() for v in copies[0].trainable_variables]
+    for mlm in copies:
+        mlm.fit(tf.data.Dataset.from_tensors(batch), epochs=1, verbose=0,
+                shuffle=False)
+    scaled, base, head_rate = (m.trainable_variables for m in copies)
+    in_head = [model_lib.MLM_HEAD in v.path.split("/") for v in scaled]
+    assert copies[0].optimizer.head_variable_count == sum(in_head) == 5
+    for i, variable in enumerate(scaled):
+        reference = (head_rate if in_head[i] else base)[i]
+        np.testing.assert_allclose(variable.numpy(), reference.numpy(),
+                                   rtol=1e-6, atol=1e-7,
+                                   err_msg=variable.path)
+        assert not np.array_equal(variable.numpy(), before[i])
 
 
 def test_mixed_precision_forward_and_float32_preset(toy_tokenizer,
@@ -330,6 +463,75 @@ def test_masker_never_selects_special_tokens_or_padding(tokenizer):
     assert 0.2 * selectable < selected <= 4 * 90
 
 
+def test_heldout_masks_are_fixed_by_the_seed_and_training_masks_are_not(
+        toy_tokenizer):
+    texts = TOY_TEXTS + TOY_TEXTS[::-1]
+    options = dict(mask_rate=0.3, max_predictions=4, batch_size=4)
+
+    def masks(seed):
+        batches = masking.heldout_batches(texts, toy_tokenizer, seed=seed,
+                                          **options)
+        return np.concatenate([b["mask_positions"].numpy()
+                               for b in batches])
+
+    np.testing.assert_array_equal(masks(0), masks(0))  # rebuilt: same
+    assert not np.array_equal(masks(0), masks(1))
+    batches = masking.heldout_batches(texts, toy_tokenizer, seed=0,
+                                      **options)
+    first, again = ([b["masked_ids"].numpy() for b in batches]
+                    for _ in range(2))
+    for a, b in zip(first, again):  # iterated again: same
+        np.testing.assert_array_equal(a, b)
+    assert [b["token_ids"].dtype for b in batches][0] == tf.int32
+    # Nothing global is seeded: training masks differ.
+    encode = masking.batch_encoder(toy_tokenizer, masking.masker_for(
+        toy_tokenizer, mask_rate=0.3, max_predictions=4))
+    draws = [encode(tf.constant(texts))["mask_positions"].numpy()
+             for _ in range(2)]
+    assert not np.array_equal(*draws)
+
+
+def test_fixed_masks_follow_the_maskers_law(tokenizer):
+    # TokenMasker.fixed (the held-out masks) against the training masks:
+    # the same count per row, never a special token or padding,
+    # the unselected ids unchanged, and BERT's 80/10/10 corruption.
+    masker = masking.masker_for(tokenizer, mask_rate=0.15,
+                                max_predictions=20)
+    texts = ["a fine day", "\u2603 snowman \u2603 and more words here",
+             "one two three four five six seven eight nine ten eleven "
+             "twelve thirteen fourteen fifteen"] * 100
+    features = tokenizer(texts)
+    ids = features["token_ids"].numpy()
+    special = np.array(tokenizer.special_token_ids)
+    out = masker.fixed(ids, np.random.default_rng(0))
+    weights = out["mask_weights"] > 0
+    # Traced, as training traces it (called eagerly, keras-hub's generator
+    # takes its pure-Python path, another law).
+    traced = tf.function(masker)(tf.constant(ids))
+    np.testing.assert_array_equal(
+        weights.sum(axis=1),
+        (traced["mask_weights"].numpy() > 0).sum(axis=1))
+    chosen = _take(ids, out["mask_positions"])[weights]
+    assert not np.isin(chosen, special).any()
+    for p, w in zip(out["mask_positions"], weights):
+        assert w[:w.sum()].all()  # the selections first, then padding
+        assert (np.diff(p[w]) > 0).all()  # ascending
+    unselected = np.ones_like(ids, bool)
+    for row, (p, w) in enumerate(zip(out["mask_positions"], weights)):
+        unselected[row, p[w]] = False
+    np.testing.assert_array_equal(out["masked_ids"][unselected],
+                                  ids[unselected])
+    after = _take(out["masked_ids"], out["mask_positions"])[weights]
+    share_mask = np.mean(after == tokenizer.mask_id)
+    share_kept = np.mean(after == chosen)
+    assert len(chosen) > 400
+    assert 0.72 < share_mask < 0.88  # about 5 sd of 400 draws
+    assert 0.04 < share_kept < 0.16
+    np.testing.assert_array_equal(
+        out["masked_ids"], masker.fixed(ids, np.random.default_rng(0))[
+            "masked_ids"])
+
+
 def test_masker_toy_vocabulary_scattered_specials():
     rng = np.random.default_rng(1)
     special = [0, 7, 13, 42]
@@ -355,6 +557,12 @@ def test_masker_toy_vocabulary_scattered_specials():
     ({"num_privatizations": 1}, "num_privatizations"),
     ({"num_privatizations": 2.5}, "num_privatizations"),
     ({"mode": "seq_rep"}, "mode"),
+    ({"mode": "none"}, "eta"),  # eta 50 given: none has no eta
+    ({"mode": "text_to_text", "eta": None}, "eta"),
+    ({"eval_every": 0}, "eval_every"),
+    ({"head_rate_multiplier": 0.5}, "head_rate_multiplier"),
+    ({"head_rate_multiplier": float("inf")}, "head_rate_multiplier"),
+    ({"eval_every": 2.5}, "eval_every"),
     ({"mask_rate": 0.0}, "mask_rate"),
     ({"mask_rate": 1.0}, "mask_rate"),
     ({"max_predictions": 0}, "max_predictions"),
@@ -378,8 +586,21 @@ def test_config_fields_carry_flag_metadata():
     assert all(f.metadata.get("help") for f in fields.values())
     assert fields["objective"].metadata["choices"] == (
         "vanilla", "probabilistic", "denoising")
-    assert fields["mode"].metadata["choices"] == ("token_rep",
+    assert fields["mode"].metadata["choices"] == ("none", "token_rep",
                                                   "text_to_text")
+
+
+def test_config_written_before_head_rate_reads_back_as_what_it_ran():
+    """A pretrain_config.json from before --head_rate_multiplier trained
+    the head at the encoder's rate: it is not the same run as today's
+    default, so a rerun does not pass its preset off as one."""
+    old = PretrainConfig(eta=50.0).to_dict()
+    del old["head_rate_multiplier"], old["eval_every"]
+    read = PretrainConfig.from_dict(old)
+    assert read.head_rate_multiplier == 1.0
+    assert read.identity() != PretrainConfig(eta=50.0).identity()
+    assert read.identity() == PretrainConfig(
+        eta=50.0, head_rate_multiplier=1.0).identity()
 
 
 def test_output_dir_holding_other_things_refused(tmp_path):
@@ -416,21 +637,23 @@ def _run_config(preset, **kwargs):
                   mode="token_rep", eta=100.0, preset=preset,
                   corpus="synthetic",
                   max_length=16, batch_size=16, steps=5, checkpoint_every=2,
-                  heldout_examples=16, learning_rate=5e-3)
+                  eval_every=1, heldout_examples=16)
     values.update(kwargs)
     return PretrainConfig(**values)
 
 
 @pytest.fixture(scope="module")
 def interrupted_run(tiny_preset, tmp_path_factory):
-    """A run killed in its second checkpoint period, then resumed."""
+    """A run killed in its second checkpoint period, after its held-out
+    evaluation at step 3 (past the checkpoint at step 2), then resumed."""
     out = str(tmp_path_factory.mktemp("pretrain") / "run")
     with pytest.raises(KeyboardInterrupt):
         pretrain(_run_config(tiny_preset), out, verbose=0,
-                 callbacks=[_Interrupt(at=3)])
+                 callbacks=[_Interrupt(at=4)])
     run = layout.PretrainDir(out)
     first = {"checkpoint": run.read_checkpoint(),
              "start": run.read(layout.START_EVAL),
+             "curve": run.read(layout.HELDOUT_CURVE)["points"],
              "finished": run.exists(layout.METRICS)}
     metrics = pretrain(_run_config(tiny_preset), out, verbose=0)
     return out, first, metrics
@@ -443,9 +666,19 @@ def test_resume_after_interruption(interrupted_run):
     assert metrics["steps_run_this_session"] == 3  # steps 1-2 were kept
     assert metrics["optimizer_steps"] == 5  # the optimizer state resumed
     assert metrics["heldout"]["start"] == first["start"]
+    # The curve goes on: the point after the checkpoint (step 3) was
+    # evaluated again by the resumed run, on the same (seeded) masks.
+    assert [p["step"] for p in first["curve"]] == [0, 1, 2, 3]
+    curve = metrics["heldout"]["curve"]
+    assert [p["step"] for p in curve] == [0, 1, 2, 3, 4, 5]
+    assert curve[:3] == first["curve"][:3]
+    assert curve[0] == {"step": 0, **first["start"]}
+    assert curve[-1] == {"step": 5, **metrics["heldout"]["end"]}
     run = layout.PretrainDir(out)
     assert not run.exists(layout.CHECKPOINT)  # removed once finished
     assert os.listdir(run.file(layout.LOGS))
+    assert os.listdir(os.path.join(run.file(layout.LOGS),
+                                   layout.HELDOUT_LOGS))
     with open(run.file(layout.METRICS)) as f:
         assert json.load(f)["steps"] == 5
 
@@ -526,3 +759,27 @@ def test_finished_run_is_kept_and_other_runs_refused(interrupted_run,
     with pytest.raises(TfdptextError, match="objective"):
         pretrain(_run_config(tiny_preset, objective="denoising"), out,
                  verbose=0)
+
+
+def test_clean_baseline_run_states_no_guarantee_and_logs_its_curve(
+        tiny_preset, tmp_path):
+    out = str(tmp_path / "clean")
+    announced = []
+    metrics = pretrain(_run_config(tiny_preset, mode="none", eta=None,
+                                   objective="vanilla", steps=3,
+                                   checkpoint_every=3, eval_every=2), out,
+                       verbose=0, announce=announced.append)
+    # The program prints this first (tfdptext.privacy.headline).
+    [guarantee] = announced
+    assert headline.lines(guarantee)[0].startswith("Privacy: NONE")
+    assert metrics["mode"] == "none" and metrics["mechanism"] == "none"
+    assert metrics["eta"] is None
+    assert metrics["guarantee"]["unit"] == "none"
+    assert metrics["guarantee"]["value"] is None
+    assert "NO privacy guarantee" in metrics["guarantee_text"]
+    assert "releases nothing" in metrics["guarantee_scope"]
+    curve = metrics["heldout"]["curve"]
+    assert [p["step"] for p in curve] == [0, 2, 3]
+    for point in curve:  # no privatization: the target is the original
+        assert point["target_accuracy"] == point["original_accuracy"]
+    assert metrics["heldout"]["eval_every"] == 2

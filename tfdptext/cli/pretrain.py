@@ -14,10 +14,18 @@ on the frozen token embeddings; --mode=text_to_text: d_chi tokens); the
 user-side token embedding is frozen. Objectives: vanilla (target = the
 privatized token), probabilistic (target = the distribution of K
 privatizations of the original token), denoising (target = the original
-token). The flags are the fields of tfdptext.pretraining.PretrainConfig,
-plus --output_dir. Writes <output_dir>/preset (a keras-hub preset),
-metrics.json, checkpoints (re-running the same command resumes after a
-kill) and TensorBoard logs.
+token). --mode=none is the clean-text baseline (no privatization, no
+guarantee, no --eta):
+
+    tfdptext-pretrain --mode=none --objective=vanilla --corpus=ag_dpnr \\
+        --data_dir=../shared/data/ag_dpnr --steps=500 --max_length=64 \\
+        --output_dir=runs/mlm_clean
+
+The flags are the fields of tfdptext.pretraining.PretrainConfig, plus
+--output_dir. Writes <output_dir>/preset (a keras-hub preset),
+metrics.json (with the held-out curve, every --eval_every steps),
+checkpoints (re-running the same command resumes after a kill) and
+TensorBoard logs.
 """
 
 from absl import flags
@@ -45,12 +53,24 @@ def pretrain(argv):
 
     config = cli_flags.build(pretraining.PretrainConfig)
     config.validate()
-    metrics = pretraining.pretrain(config, FLAGS.output_dir)
+    from tfdptext.cli import quiet
+    from tfdptext.privacy import headline
+
+    def announce(guarantee):
+        print("\n".join(headline.lines(guarantee)), flush=True)
+
+    metrics = pretraining.pretrain(config, FLAGS.output_dir,
+                                   verbose=quiet.progress_verbosity(),
+                                   announce=announce)
     for when in ("start", "end"):
         held = metrics["heldout"][when]
         print(f"held-out at {when}: " + ", ".join(
             f"{k} {v:.4f}" for k, v in sorted(held.items())
             if isinstance(v, float)))
+    curve = metrics["heldout"].get("curve", [])  # none before issue 21
+    if curve:
+        print("held-out masked-token accuracy by step: " + ", ".join(
+            f"{p['step']}: {p['original_accuracy']:.3f}" for p in curve))
     print(metrics["guarantee_text"])
     print(f"Preset: {metrics['preset']}")
 

@@ -5,6 +5,8 @@ fields' metadata (`tfdptext.cli.flags.define_flags(PretrainConfig)`).
 """
 
 import dataclasses
+import math
+import numbers
 import os
 
 from tfdptext.errors import ArgumentError
@@ -19,10 +21,14 @@ PROBABILISTIC = "probabilistic"
 DENOISING = "denoising"
 OBJECTIVES = (VANILLA, PROBABILISTIC, DENOISING)
 # The user-side mechanisms, named as tfdptext-train's modes: d_chi noise on
-# the frozen token embeddings, or d_chi text-to-text on the token ids.
+# the frozen token embeddings, or d_chi text-to-text on the token ids; or
+# none: clean text, no mechanism (a baseline that adapts the encoder to no
+# privatization; every objective's target is then the original token).
+NONE = "none"
 TOKEN_REP = "token_rep"
 TEXT_TO_TEXT = "text_to_text"
-MODES = (TOKEN_REP, TEXT_TO_TEXT)
+MODES = (NONE, TOKEN_REP, TEXT_TO_TEXT)
+PRIVATE_MODES = (TOKEN_REP, TEXT_TO_TEXT)
 # Corpora read from the user's own files (labels are read, then ignored).
 FILE_FORMATS = ("csv", "tsv", "jsonl")
 FILE_FIELDS = ("train_file", "text_column", "label_column", "no_header")
@@ -31,8 +37,15 @@ DEFAULT_NUM_PRIVATIZATIONS = 10
 DEFAULT_MASK_RATE = 0.15
 DEFAULT_MAX_PREDICTIONS = 20
 DEFAULT_MAX_LENGTH = 128
+DEFAULT_EVAL_EVERY = 100
+# The MLM head's rate over the encoder's (docs/benchmarks.md, "Why the MLM
+# learned slowly").
+DEFAULT_HEAD_RATE_MULTIPLIER = 100.0
+# Fields added after runs were first written, with the value those runs
+# used: a pretrain_config.json without them reads back as what it ran.
+WRITTEN_BEFORE = {"head_rate_multiplier": 1.0}
 # Fields that may change when an interrupted run is resumed.
-RESUMABLE_CHANGES = ("steps", "checkpoint_every")
+RESUMABLE_CHANGES = ("steps", "checkpoint_every", "eval_every")
 
 
 _field = field_with_help
@@ -50,7 +63,9 @@ class PretrainConfig:
     the privatized token (vanilla), the empirical distribution of
     `num_privatizations` privatizations of the original token
     (probabilistic), or the original token (denoising, the paper's
-    recommendation).
+    recommendation). `mode="none"` is the clean-text baseline: no
+    mechanism, no eta, every objective's target the original token; it
+    shows what the encoder and head learn at a budget without noise.
 
     Each field's `metadata` holds its program flag's "help" and, for the
     fields that take one of a few values, its "choices".
@@ -74,11 +89,13 @@ class PretrainConfig:
         "token; Qu et al.'s recommendation).", OBJECTIVES)
     mode: str = _field(
         TOKEN_REP, "User-side mechanism, as in tfdptext-train: token_rep "
-        "(d_chi noise on the frozen token embeddings) or text_to_text "
-        "(d_chi text-to-text on the token ids).", MODES)
+        "(d_chi noise on the frozen token embeddings), text_to_text "
+        "(d_chi text-to-text on the token ids), or none (clean text: a "
+        "baseline with no privatization and no guarantee; every objective "
+        "then predicts the original token).", MODES)
     eta: float | None = _field(
         None, "d_chi eta (metric DP per token), > 0; use the eta that "
-        "fine-tuning will use.")
+        "fine-tuning will use. Not used with --mode=none.")
     num_privatizations: int = _field(
         DEFAULT_NUM_PRIVATIZATIONS, "Objective probabilistic: privatizations "
         "K of each masked token (>= 2).")
@@ -102,7 +119,11 @@ class PretrainConfig:
         "only.")
     heldout_examples: int = _field(
         256, "Held-out texts (the corpus' dev split) for the MLM loss and "
-        "masked-token accuracy before and after training.")
+        "masked-token accuracy before, during and after training.")
+    eval_every: int = _field(
+        DEFAULT_EVAL_EVERY, "Evaluate on the held-out texts every N "
+        "optimizer steps (>= 1), besides before and after training: the "
+        "learning curve in TensorBoard and metrics.json.")
     preset: str = _field(
         "minilm", "Encoder to continue training: keras-hub preset, hf:// "
         "handle or local directory (a BERT-family backbone).")
@@ -113,8 +134,12 @@ class PretrainConfig:
     checkpoint_every: int = _field(
         100, "Save a resumable checkpoint every N steps.")
     learning_rate: float = _field(
-        1e-4, "Peak AdamW learning rate (linear warm-up, then linear decay "
-        "to 0 at --steps).")
+        1e-4, "Peak AdamW learning rate of the encoder (linear warm-up, "
+        "then linear decay to 0 at --steps).")
+    head_rate_multiplier: float = _field(
+        DEFAULT_HEAD_RATE_MULTIPLIER, "The new MLM head's peak learning "
+        "rate over --learning_rate, >= 1 (same schedule): the head starts "
+        "from random weights, the encoder does not.")
     warmup_fraction: float = _field(
         0.1, "Fraction of --steps of linear learning-rate warm-up, in "
         "[0, 1).")
@@ -124,19 +149,15 @@ class PretrainConfig:
     max_predictions: int = _field(
         DEFAULT_MAX_PREDICTIONS, "Most masked positions per sequence.")
     seed: int = _field(
-        0, "Seed of the MLM head's initialisation and of the text order "
-        "(never of the privacy noise).")
+        0, "Seed of the MLM head's initialisation, of the text order and "
+        "of the held-out masks (never of the privacy noise).")
 
     def validate(self):
         """Checks every field and returns self; raises ArgumentError naming
         the field, the value received and the allowed range."""
         validation.check_choice("objective", self.objective, OBJECTIVES)
         validation.check_choice("mode", self.mode, MODES)
-        if self.eta is None:
-            raise ArgumentError(
-                "`eta` is required (the d_chi privacy parameter, allowed "
-                "range (0, inf)); use the eta fine-tuning will use.")
-        self.eta = metric.check_float32_eta(self.eta)
+        self._validate_eta()
         validation.check_int("num_privatizations", self.num_privatizations,
                              minimum=2)
         validation.check_int("max_length", self.max_length, minimum=8)
@@ -147,10 +168,19 @@ class PretrainConfig:
                              minimum=1)
         validation.check_int("heldout_examples", self.heldout_examples,
                              minimum=1)
+        validation.check_int("eval_every", self.eval_every, minimum=1)
         if self.max_examples is not None:
             validation.check_int("max_examples", self.max_examples, minimum=1)
         self.learning_rate = validation.check_positive("learning_rate",
                                                        self.learning_rate)
+        multiplier = self.head_rate_multiplier
+        if (isinstance(multiplier, bool)
+                or not isinstance(multiplier, numbers.Real)
+                or not 1.0 <= multiplier < math.inf):
+            raise ArgumentError(
+                f"`head_rate_multiplier` must be a finite number >= 1 "
+                f"(allowed range: [1, inf)), received {multiplier!r}.")
+        self.head_rate_multiplier = float(multiplier)
         self.warmup_fraction = validation.check_rate("warmup_fraction",
                                                      self.warmup_fraction)
         self.mask_rate = validation.check_rate("mask_rate", self.mask_rate)
@@ -165,6 +195,22 @@ class PretrainConfig:
                                 f"directory, received {self.preset!r}.")
         self._validate_corpus()
         return self
+
+    def _validate_eta(self):
+        """eta is required by the private modes, refused by none."""
+        if self.mode == NONE:
+            if self.eta is not None:
+                raise ArgumentError(
+                    f"`eta` makes no sense with `mode={NONE}` (clean text, "
+                    f"no mechanism), received {self.eta!r}; drop --eta or "
+                    f"pick a mode of {PRIVATE_MODES}.")
+            return
+        if self.eta is None:
+            raise ArgumentError(
+                f"`eta` is required with `mode={self.mode}` (the d_chi "
+                "privacy parameter, allowed range (0, inf)); use the eta "
+                "fine-tuning will use.")
+        self.eta = metric.check_float32_eta(self.eta)
 
     def _validate_corpus(self):
         """The corpus name and the file options that go with it."""
@@ -219,14 +265,15 @@ class PretrainConfig:
     @classmethod
     def from_dict(cls, data):
         """The PretrainConfig of a pretrain_config.json (ValueError on
-        unknown fields)."""
+        unknown fields); fields it lacks (written before they existed)
+        take WRITTEN_BEFORE's values."""
         if not isinstance(data, dict):
             raise ValueError("a pretraining config is a JSON object.")
         unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"unknown pretraining config fields: "
                              f"{sorted(unknown)}")
-        return cls(**data)
+        return cls(**{**WRITTEN_BEFORE, **data})
 
     def identity(self):
         """The fields that must match to resume a run in the same directory

@@ -5,6 +5,8 @@ and nowhere else::
 
     pretrain_config.json   the PretrainConfig (a different run is refused)
     start_eval.json        held-out MLM loss and accuracy before training
+    heldout_curve.json     held-out MLM loss and accuracy every
+                           --eval_every steps ({"points": [{"step": ...}]})
     checkpoint/            model and optimizer state while training (resume)
         state.json         {"step": n, "weights": "step-<n>.weights.h5"}
         step-<n>.weights.h5
@@ -31,9 +33,13 @@ from tfdptext.errors import TfdptextError
 
 CONFIG = "pretrain_config.json"
 START_EVAL = "start_eval.json"
+HELDOUT_CURVE = "heldout_curve.json"
 CHECKPOINT = "checkpoint"
 CHECKPOINT_STATE = "state.json"
 LOGS = "logs"
+# The TensorBoard run of the held-out curve, under LOGS (beside Keras'
+# train/).
+HELDOUT_LOGS = "heldout"
 PRESET = "preset"
 METRICS = "metrics.json"
 # The vocabulary beside the preset's own files: what
@@ -47,6 +53,7 @@ PROGRESS = (CHECKPOINT, START_EVAL, METRICS)
 REQUIRED_KEYS = {
     CONFIG: ("objective", "mode", "eta", "preset"),
     START_EVAL: ("mlm_loss", "target_accuracy", "original_accuracy"),
+    HELDOUT_CURVE: ("points",),
     CHECKPOINT_STATE: ("step", "weights"),
     METRICS: ("objective", "steps", "guarantee"),
 }
@@ -131,9 +138,19 @@ class PretrainDir(rundir.Directory):
                     f"--steps={done} to keep it, or another --output_dir.")
             return FINISHED
         self.read_checkpoint()  # a clear error now if it is unreadable
-        if self.exists(START_EVAL):
-            self.read(START_EVAL)
+        for name in (START_EVAL, HELDOUT_CURVE):
+            if self.exists(name):
+                self.read(name)
         return RESUME if progress else NEW
+
+    def read_curve(self, up_to_step):
+        """The held-out points saved so far, those after `up_to_step` (the
+        checkpoint a resumed run restarts from) left out: that run
+        evaluates them again."""
+        if not self.exists(HELDOUT_CURVE):
+            return []
+        return [point for point in self.read(HELDOUT_CURVE)["points"]
+                if point["step"] <= up_to_step]
 
     def read_checkpoint(self):
         """(steps done, weights file) of the checkpoint, or None when there

@@ -24,6 +24,10 @@ from tfdptext.training.pipeline import trim_padding
 # The keys of a batch (see the module docstring).
 FEATURES = ("token_ids", "masked_ids", "padding_mask", "segment_ids",
             "mask_positions", "mask_weights")
+# BERT's corruption of a selected position (keras-hub's defaults): [MASK]
+# with this probability, a uniformly random id with the next, else kept.
+MASK_TOKEN_RATE = 0.8
+RANDOM_TOKEN_RATE = 0.1
 
 
 class TokenMasker:
@@ -41,8 +45,17 @@ class TokenMasker:
         vocabulary_size: the MLM vocabulary.
         mask_token_id, pad_token_id: [MASK] and [PAD].
         special_token_ids: ids never selected ([PAD] is added).
-        mask_rate: the share of selectable tokens selected (BERT: 0.15).
+        mask_rate: the share of selectable tokens selected (BERT: 0.15):
+            ceil(rate x the row's selectable tokens), at most
+            `max_predictions`, chosen uniformly.
         max_predictions: the most selections per sequence (BERT: 20).
+
+    Called inside a tf.function or a tf.data map (as `batch_encoder` and
+    the training pipeline call it), it draws from TensorFlow's random ops:
+    fresh masks every call. Called eagerly, keras-hub's generator takes its
+    pure-Python path instead, a different law (each token selected with
+    probability `mask_rate`). `fixed` draws the traced law from a numpy
+    Generator: the same masks for the same generator state.
 
     Example:
     >>> masker = TokenMasker(vocabulary_size=30522, mask_token_id=103,
@@ -62,6 +75,9 @@ class TokenMasker:
         is_special[pad_token_id] = True
         self.is_special = is_special
         self.pad_token_id = int(pad_token_id)
+        self.mask_token_id = int(mask_token_id)
+        self.vocabulary_size = int(vocabulary_size)
+        self.mask_rate = float(mask_rate)
         self.max_predictions = int(max_predictions)
         self._generator = keras_hub.layers.MaskedLMMaskGenerator(
             vocabulary_size=vocabulary_size,
@@ -69,6 +85,8 @@ class TokenMasker:
             mask_token_id=mask_token_id,
             mask_selection_length=max_predictions,
             unselectable_token_ids=[int(pad_token_id)],
+            mask_token_rate=MASK_TOKEN_RATE,
+            random_token_rate=RANDOM_TOKEN_RATE,
             dtype="float32")
 
     def __call__(self, token_ids):
@@ -84,6 +102,39 @@ class TokenMasker:
             "mask_positions": tf.cast(out["mask_positions"], tf.int32),
             "mask_weights": tf.cast(out["mask_weights"], tf.float32),
         }
+
+    def fixed(self, token_ids, rng):
+        """What calling the masker traced returns (as numpy arrays), drawn
+        from the numpy Generator `rng`: the same selection law (the count
+        ceil(rate x selectable) in float32 as tensorflow-text computes it,
+        capped; positions uniform among the selectable ones, ascending)
+        and the same corruption (MASK_TOKEN_RATE [MASK],
+        RANDOM_TOKEN_RATE a uniform id of the vocabulary, else kept), but
+        reproducible: the same `rng` state gives the same masks in any
+        process. (The TensorFlow masking cannot: tensorflow-text shuffles
+        each row inside a tf.map_fn whose iterations draw from one random
+        op in whatever order they run, so even under a global seed the
+        rows trade their selections from one run to the next.)"""
+        ids = np.asarray(token_ids).astype(np.int32)
+        positions = np.zeros([len(ids), self.max_predictions], np.int32)
+        weights = np.zeros([len(ids), self.max_predictions], np.float32)
+        masked = ids.copy()
+        for row, row_ids in enumerate(ids):
+            selectable = np.flatnonzero(~self.is_special[row_ids])
+            count = int(np.ceil(np.float32(len(selectable)) *
+                                np.float32(self.mask_rate)))
+            count = min(count, self.max_predictions)
+            chosen = np.sort(rng.permutation(selectable)[:count])
+            draw = rng.random(count)
+            random_ids = rng.integers(0, self.vocabulary_size, count)
+            masked[row, chosen] = np.where(
+                draw < MASK_TOKEN_RATE, self.mask_token_id,
+                np.where(draw < MASK_TOKEN_RATE + RANDOM_TOKEN_RATE,
+                         random_ids, row_ids[chosen]))
+            positions[row, :count] = chosen
+            weights[row, :count] = 1.0
+        return {"masked_ids": masked, "mask_positions": positions,
+                "mask_weights": weights}
 
 
 def masker_for(tokenizer, *, mask_rate, max_predictions):
@@ -126,10 +177,23 @@ def training_batches(texts, encode, *, batch_size, seed, skip_steps=0):
         tf.data.AUTOTUNE)
 
 
-def heldout_batches(texts, encode, *, batch_size):
-    """Masked batches of `texts`, masked once per process: iterating again
-    gives the same masks, so the start and end evaluations of a session
-    predict the same positions (the privacy noise is fresh each time)."""
-    ds = tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
-    return ds.batch(batch_size).map(encode).cache().prefetch(
-        tf.data.AUTOTUNE)
+def heldout_batches(texts, tokenizer, *, mask_rate, max_predictions,
+                    batch_size, seed):
+    """Masked batches of `texts` (each trimmed to its longest text), masked
+    once by `TokenMasker.fixed` with numpy's Generator of `seed`:
+    iterating again, building them again, or building them in another
+    process gives the same masks, so every evaluation of a run, resumed or
+    not, and every run with the same seed predicts the same positions (the
+    privacy noise is fresh each time). Nothing global is seeded."""
+    masker = masker_for(tokenizer, mask_rate=mask_rate,
+                        max_predictions=max_predictions)
+    rng = np.random.default_rng(seed)
+    dataset = None
+    for start in range(0, max(len(texts), 1), batch_size):
+        features = trim_padding(tokenizer(tf.constant(
+            list(texts[start:start + batch_size]) or [""], tf.string)))
+        features = {k: v.numpy() for k, v in features.items()}
+        batch = tf.data.Dataset.from_tensors(
+            {**features, **masker.fixed(features["token_ids"], rng)})
+        dataset = batch if dataset is None else dataset.concatenate(batch)
+    return dataset if len(texts) else dataset.take(0)

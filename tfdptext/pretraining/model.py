@@ -33,6 +33,10 @@ say how they read a token off a noisy embedding; this is the reading their
 text-to-text mechanism defines. The probabilistic objective draws K fresh
 text-to-text privatizations of the original token.
 
+Mode none (no privatizer) is the clean-text baseline: the release is the
+original text, the server's input BERT's masking of it, and every
+objective's target the original token.
+
 No gradient reaches the user side: the token embedding is not trainable
 (Qu et al.: a trainable user side learns embeddings that resist the noise,
 which weakens the privacy it is meant to give), and the privatizers' tables
@@ -47,7 +51,9 @@ from tfdptext import models
 from tfdptext.errors import ArgumentError
 from tfdptext.models.split import encode_token_embeddings
 from tfdptext.pretraining import objectives
+from tfdptext.pretraining.config import NONE
 from tfdptext.pretraining.config import TOKEN_REP
+from tfdptext.privacy import guarantee as guarantee_lib
 
 # The name of the reader that turns noisy embeddings into tokens (token_rep
 # targets); the user side's mechanism keeps the default name "privatizer".
@@ -55,6 +61,11 @@ TARGET_PRIVATIZER = "target_privatizer"
 MLM_HEAD = "mlm_head"
 # BERT's initialisation of new dense layers (keras-hub's BertMaskedLM).
 HEAD_INITIALIZER_STDDEV = 0.02
+# What the clean-text baseline (mode none) states instead of a guarantee.
+NO_MECHANISM_REASON = (
+    "clean-text MLM baseline (--mode=none): no user-side mechanism; the "
+    "encoder was adapted to no privatization and this run releases nothing. "
+    "Fine-tuning from it releases what its own --mode releases")
 
 
 def corrupt_released_ids(release, *, token_ids, masked_ids):
@@ -106,7 +117,7 @@ class PrivacyAdaptiveMLM(keras.Model):
         backbone: a keras-hub BertBackbone; its token embedding is frozen.
         privatizer: the user side's mechanism: a `DChiNoise` (token_rep)
             or a `DChiTextPrivatizer` (text_to_text) over the backbone's
-            token embedding table.
+            token embedding table; None for the clean-text baseline.
         target_privatizer: token_rep only: a `DChiTextPrivatizer` with the
             same eta and table, named TARGET_PRIVATIZER, that reads tokens
             off noisy embeddings and draws the probabilistic targets.
@@ -135,7 +146,9 @@ class PrivacyAdaptiveMLM(keras.Model):
         # The [CLS] pooler takes no part in the MLM loss: keep it as it is.
         backbone.pooled_dense.trainable = False
         self.privatizer = privatizer
-        self.text_mode = isinstance(privatizer, layers.DChiTextPrivatizer)
+        self.clean = privatizer is None
+        self.text_mode = self.clean or isinstance(
+            privatizer, layers.DChiTextPrivatizer)
         if not self.text_mode and target_privatizer is None:
             raise ArgumentError(
                 "A DChiNoise `privatizer` (token_rep) needs a "
@@ -143,7 +156,7 @@ class PrivacyAdaptiveMLM(keras.Model):
                 "over the same table.")
         self.target_privatizer = (privatizer if self.text_mode
                                   else target_privatizer)
-        if not self.target_privatizer.built:
+        if not self.clean and not self.target_privatizer.built:
             # Its table is needed before its first call (`released_ids`).
             self.target_privatizer.build((None,))
         self.objective = objectives.get(objective)
@@ -179,7 +192,8 @@ class PrivacyAdaptiveMLM(keras.Model):
             weights=weights,
             released_ids=lambda: self.released_ids(release, positions,
                                                    weights),
-            privatize=self.target_privatizer,
+            privatize=(_unchanged if self.clean
+                       else self.target_privatizer),
             num_privatizations=self.num_privatizations,
             vocabulary_size=self.vocabulary_size)
         return {"logits": logits, "targets": self.objective.targets(sources)}
@@ -189,7 +203,7 @@ class PrivacyAdaptiveMLM(keras.Model):
         sequence output on the server's corrupted release)."""
         token_ids, masked_ids = inputs["token_ids"], inputs["masked_ids"]
         if self.text_mode:
-            release = self.privatizer(token_ids)
+            release = token_ids if self.clean else self.privatizer(token_ids)
             encoded = self.backbone({
                 "token_ids": corrupt_released_ids(
                     release, token_ids=token_ids, masked_ids=masked_ids),
@@ -250,8 +264,16 @@ class PrivacyAdaptiveMLM(keras.Model):
 
     def guarantee(self):
         """The guarantee of the user-side mechanism the encoder is adapted
-        to (the release fine-tuning with the same eta makes)."""
+        to (the release fine-tuning with the same eta makes); for the
+        clean-text baseline, a statement that there is none."""
+        if self.clean:
+            return guarantee_lib.Guarantee.none(NONE, NO_MECHANISM_REASON)
         return self.privatizer.guarantee()
+
+
+def _unchanged(ids):
+    """The clean baseline's "privatization": the ids themselves."""
+    return tf.convert_to_tensor(ids)
 
 
 def _description(config):
@@ -273,14 +295,16 @@ def _text_privatizer(config, backbone, tokenizer, name=None):
 
 def build_mlm(config, backbone, tokenizer):
     """The PrivacyAdaptiveMLM a validated PretrainConfig asks for."""
-    if config.mode == TOKEN_REP:
+    target_privatizer = None
+    if config.mode == NONE:
+        privatizer = None
+    elif config.mode == TOKEN_REP:
         privatizer = layers.DChiNoise(
             config.eta, embedding_description=_description(config))
         target_privatizer = _text_privatizer(config, backbone, tokenizer,
                                              TARGET_PRIVATIZER)
     else:
         privatizer = _text_privatizer(config, backbone, tokenizer)
-        target_privatizer = None
     return PrivacyAdaptiveMLM(
         backbone=backbone, privatizer=privatizer,
         target_privatizer=target_privatizer, objective=config.objective,

@@ -24,9 +24,12 @@ from tfdptext.errors import TfdptextError
 from tfdptext.pretraining import layout
 from tfdptext.pretraining import masking
 from tfdptext.pretraining import objectives
+from tfdptext.pretraining.config import NONE
 from tfdptext.pretraining.config import PROBABILISTIC
 from tfdptext.pretraining.config import PretrainConfig
+from tfdptext.pretraining.model import MLM_HEAD
 from tfdptext.pretraining.model import build_mlm
+from tfdptext.pretraining.optimizer import HeadRateAdamW
 from tfdptext.training import devices
 from tfdptext.training.callbacks import Throughput
 from tfdptext.training.schedules import WarmupDecay
@@ -37,6 +40,11 @@ GUARANTEE_SCOPE = (
     "(tfdptext-train --preset=<this preset> with the same mode and eta) "
     "releases user text under this guarantee. Pretraining itself reads "
     "public text only and releases nothing.")
+NO_GUARANTEE_SCOPE = (
+    "none: a clean-text baseline, adapted to no mechanism. Pretraining "
+    "reads public text only and releases nothing; a model fine-tuned from "
+    "this preset releases what its own --mode releases, with that mode's "
+    "guarantee.")
 
 
 class PretrainError(TfdptextError):
@@ -44,15 +52,21 @@ class PretrainError(TfdptextError):
     says why and what to change."""
 
 
-def pretrain(config, output_dir, *, verbose=1, callbacks=()):
+def pretrain(config, output_dir, *, verbose=1, callbacks=(),
+             announce=None):
     """Pretrains `config` into `output_dir`; resumes a killed run there.
 
     Args:
         config: a PretrainConfig (validated here; `batch_size` None takes
             the device's default: 32 on CPU, 128 on a GPU).
         output_dir: the run's directory (see tfdptext.pretraining.layout).
-        verbose: 0 silent, 1 progress bars and a line per checkpoint.
+        verbose: 0 silent; 1 progress bars (2: a line per segment, for a
+            file) and a line per checkpoint and evaluation.
         callbacks: extra Keras callbacks for each fit call.
+        announce: if given, `announce(guarantee)` is called once the model
+            is built and before the first step, with the guarantee of the
+            mechanism the encoder is adapted to (the program prints its
+            epsilon per text first, as tfdptext-train does).
 
     Returns:
         The metrics dict (also metrics.json).
@@ -81,8 +95,18 @@ def pretrain(config, output_dir, *, verbose=1, callbacks=()):
     texts = load_corpus(config)
     with devices.precision_policy(devices.policy_for(gpu)):
         return _Session(config, run, texts, gpu=gpu, verbose=verbose,
-                        callbacks=callbacks).run(resume=state
-                                                 == layout.RESUME)
+                        callbacks=callbacks, announce=announce).run(
+                            resume=state == layout.RESUME)
+
+
+def _segment_index(step, config):
+    """The Keras epoch index of the segment starting at `step` (segments
+    counted from 0; the same after a resume at a checkpoint)."""
+    index, at = 0, 0
+    while at < step:
+        at = segment_end(at, config)
+        index += 1
+    return index
 
 
 def _identity_of(data):
@@ -165,11 +189,30 @@ def _heldout_result(logs):
             "original_accuracy": float(logs["original_accuracy"])}
 
 
+def segment_end(step, config):
+    """The step the training segment starting at `step` runs to: the next
+    checkpoint, held-out evaluation or the last step."""
+    return min(_next_multiple(step, config.checkpoint_every),
+               _next_multiple(step, config.eval_every), config.steps)
+
+
+def _next_multiple(step, every):
+    return (step // every + 1) * every
+
+
+def is_eval_step(step, config):
+    """Whether the held-out curve has a point after `step` steps: at 0,
+    every `eval_every` steps and at the last step."""
+    return step % config.eval_every == 0 or step == config.steps
+
+
 class _Session:
     """One process's part of a run: build, resume, train, export."""
 
-    def __init__(self, config, run, texts, *, gpu, verbose, callbacks):
+    def __init__(self, config, run, texts, *, gpu, verbose, callbacks,
+                 announce=None):
         self.config = config
+        self.announce = announce
         self.run_dir = run
         self.texts = texts
         self.gpu = gpu
@@ -179,21 +222,30 @@ class _Session:
     def run(self, resume):
         """The whole session; returns the metrics."""
         self._build()
+        if self.announce is not None:
+            self.announce(self.model.guarantee())
         if not resume:
-            for name in (layout.LOGS, layout.CHECKPOINT, layout.START_EVAL):
+            for name in (layout.LOGS, layout.CHECKPOINT, layout.START_EVAL,
+                         layout.HELDOUT_CURVE):
                 self.run_dir.remove(name)
         self.run_dir.write(layout.CONFIG, self.config.to_dict())
         digest = table_digest(self.backbone)  # the source preset's table
+        self.writer = tf.summary.create_file_writer(os.path.join(
+            self.run_dir.file(layout.LOGS), layout.HELDOUT_LOGS))
         step = self._restore()
         start = self._start_evaluation()
+        self.curve = self.run_dir.read_curve(up_to_step=step)
+        if not self.curve:
+            self._record({"step": 0, **start})
+        if is_eval_step(step, self.config) and self.curve[-1]["step"] < step:
+            self._evaluate(step)  # killed between checkpoint and evaluation
         wall, throughput, steps_run = self._train(step)
         if table_digest(self.backbone) != digest:
             raise PretrainError(
                 "The user-side token embedding changed during pretraining; "
                 "it must stay frozen (the phone keeps the original table). "
                 "This is a bug: report it.")
-        end = _heldout_result(self.model.evaluate(
-            self.heldout, verbose=0, return_dict=True))
+        end = {k: v for k, v in self.curve[-1].items() if k != "step"}
         preset = self.run_dir.write_preset(
             lambda d: save_preset(self.backbone, self.tokenizer, d))
         metrics = self._metrics(start=start, end=end, wall=wall,
@@ -223,15 +275,22 @@ class _Session:
             self.tokenizer, mask_rate=config.mask_rate,
             max_predictions=config.max_predictions))
         self.heldout = masking.heldout_batches(
-            self.texts["heldout"], self.encode, batch_size=config.batch_size)
-        first = tf.constant(self.texts["train"][:config.batch_size])
+            self.texts["heldout"], self.tokenizer,
+            mask_rate=config.mask_rate,
+            max_predictions=config.max_predictions,
+            batch_size=config.batch_size, seed=config.seed)
+        # Traced here, outside the seed below.
+        first = self.encode(tf.constant(
+            self.texts["train"][:config.batch_size]))
         with seeding.scoped_seed(config.seed):
-            self.model(self.encode(first))  # creates the (seeded) weights
+            self.model(first)  # creates the (seeded) weights
         warmup = int(round(config.warmup_fraction * config.steps))
         self.model.compile(
-            optimizer=keras.optimizers.AdamW(WarmupDecay(
-                config.learning_rate, total_steps=config.steps,
-                warmup_steps=warmup, decay="linear")),
+            optimizer=HeadRateAdamW(
+                WarmupDecay(config.learning_rate, total_steps=config.steps,
+                            warmup_steps=warmup, decay="linear"),
+                head_name=MLM_HEAD,
+                head_rate_multiplier=config.head_rate_multiplier),
             jit_compile=False)
         self.model.optimizer.build(self.model.trainable_variables)
 
@@ -267,9 +326,32 @@ class _Session:
                   f"accuracy {start['original_accuracy']:.3f}.")
         return start
 
+    def _evaluate(self, step):
+        """Evaluates on the held-out texts after `step` steps and records
+        the point."""
+        point = {"step": step, **_heldout_result(self.model.evaluate(
+            self.heldout, verbose=0, return_dict=True))}
+        self._record(point)
+        if self.verbose:
+            print(f"step {step}/{self.config.steps}: held-out MLM loss "
+                  f"{point['mlm_loss']:.3f}, original-token accuracy "
+                  f"{point['original_accuracy']:.3f}.")
+
+    def _record(self, point):
+        """Appends a held-out point to the curve: heldout_curve.json and
+        TensorBoard."""
+        self.curve.append(point)
+        self.run_dir.write(layout.HELDOUT_CURVE, {"points": self.curve})
+        with self.writer.as_default(step=point["step"]):
+            for name, value in point.items():
+                if name != "step":
+                    tf.summary.scalar(f"heldout_{name}", value)
+        self.writer.flush()
+
     def _train(self, step):
         """Trains from `step` to `config.steps`, a checkpoint every
-        `checkpoint_every` steps. Returns (training seconds, examples per
+        `checkpoint_every` steps, a held-out evaluation every `eval_every`
+        steps and after the last. Returns (training seconds, examples per
         second, steps run)."""
         config = self.config
         throughput = Throughput(config.batch_size)
@@ -278,29 +360,34 @@ class _Session:
             throughput, *self.extra_callbacks]
         first, wall = step, 0.0
         while step < config.steps:
-            segment = min(config.checkpoint_every
-                          - step % config.checkpoint_every,
-                          config.steps - step)
+            end = segment_end(step, config)
             batches = masking.training_batches(
                 self.texts["train"], self.encode,
                 batch_size=config.batch_size, seed=config.seed,
                 skip_steps=step)
-            index = -(-step // config.checkpoint_every)
+            index = _segment_index(step, config)
             started = time.perf_counter()
-            self.model.fit(batches, steps_per_epoch=segment,
+            # The batches shuffle themselves (masking.training_batches);
+            # Keras' own shuffle does not apply to a tf.data.Dataset.
+            self.model.fit(batches, steps_per_epoch=end - step,
                            initial_epoch=index, epochs=index + 1,
-                           callbacks=callbacks, verbose=self.verbose)
+                           callbacks=callbacks, verbose=self.verbose,
+                           shuffle=False)
             wall += time.perf_counter() - started
-            step += segment
-            self.run_dir.save_checkpoint(self.model, step)
-            if self.verbose:
-                print(f"step {step}/{config.steps}: checkpoint saved.")
+            step = end
+            if step % config.checkpoint_every == 0 or step == config.steps:
+                self.run_dir.save_checkpoint(self.model, step)
+                if self.verbose:
+                    print(f"step {step}/{config.steps}: checkpoint saved.")
+            if is_eval_step(step, config):
+                self._evaluate(step)
         return wall, throughput.examples_per_second, step - first
 
     def _metrics(self, *, start, end, wall, throughput, steps_run, preset,
                  digest):
         config = self.config
         guarantee = self.model.guarantee()
+        clean = config.mode == NONE
         return {
             "objective": config.objective,
             "objective_target": objectives.get(config.objective).predicts,
@@ -308,11 +395,12 @@ class _Session:
                                    if config.objective == PROBABILISTIC
                                    else None),
             "mode": config.mode,
-            "mechanism": "dchi",
+            "mechanism": NONE if clean else "dchi",
             "eta": config.eta,
             "guarantee": guarantee.to_dict(),
             "guarantee_text": str(guarantee),
-            "guarantee_scope": GUARANTEE_SCOPE,
+            "guarantee_scope": (NO_GUARANTEE_SCOPE if clean
+                                else GUARANTEE_SCOPE),
             "corpus": self.texts["name"],
             "texts": {"train": len(self.texts["train"]),
                       "heldout": len(self.texts["heldout"])},
@@ -325,7 +413,9 @@ class _Session:
             "max_predictions": config.max_predictions,
             "examples_per_second": throughput,
             "train_seconds_this_session": wall,
-            "heldout": {"start": start, "end": end},
+            "heldout": {"start": start, "end": end,
+                        "eval_every": config.eval_every,
+                        "curve": self.curve},
             "source_preset": config.preset,
             "preset": os.path.abspath(preset),
             "user_side_table_sha256": digest,
