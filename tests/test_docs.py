@@ -4,8 +4,8 @@ the documentation cannot rot.
 A command is a line (with its backslash continuations) of a ```sh block.
 Each is a tfdptext program, run in the order the document shows them in a
 fresh directory holding copies of what the documents name (examples/,
-train/flags/ and small files), with ../shared/data resolved to the real
-path. Each runs as written with overrides appended for speed: the tiny
+train/flags/ and small files), with ../shared/data resolved to a copy cut
+to a few hundred texts per split (`small_shared`). Each runs as written with overrides appended for speed: the tiny
 encoder instead of MiniLM, short texts, few examples and steps, fewer audit
 samples (`OVERRIDES`). The `make` targets are run elsewhere (`COVERED`).
 A second, fast test parses every command's flags with the program's own
@@ -130,12 +130,48 @@ def test_every_flag_of_every_command_parses(doc):
             pytest.fail(f"{doc}: `{name} {' '.join(argv)}`: {err}")
 
 
-def _workspace(tmp_path):
+# Rows kept per split of the shared data sets (the same files, formats and
+# loaders, a few hundred texts: every command runs as written, on less).
+SHARED_ROWS = 200
+
+
+@pytest.fixture(scope="session")
+def small_shared(tmp_path_factory):
+    """../shared with AG (the DPNR file) and SST-2 cut to SHARED_ROWS texts
+    per split; other data sets linked as they are."""
+    root = tmp_path_factory.mktemp("shared")
+    data = root / "data"
+    data.mkdir()
+    for name in os.listdir(os.path.join(SHARED, "data")):
+        source = os.path.join(SHARED, "data", name)
+        if name == "ag_dpnr":
+            (data / name).mkdir()
+            with open(os.path.join(source, "ag_data.txt"),
+                      encoding="utf-8") as f:
+                splits = f.read().split("\n" + "=" * 20 + "\n")
+            (data / name / "ag_data.txt").write_text(
+                ("\n" + "=" * 20 + "\n").join(
+                    "\n".join(part.splitlines()[:SHARED_ROWS])
+                    for part in splits) + "\n", encoding="utf-8")
+        elif name == "sst2":
+            (data / name).mkdir()
+            for split in ("train", "dev", "test"):
+                with open(os.path.join(source, f"{split}.tsv"),
+                          encoding="utf-8") as f:
+                    lines = f.read().splitlines()[:SHARED_ROWS + 1]
+                (data / name / f"{split}.tsv").write_text(
+                    "\n".join(lines) + "\n", encoding="utf-8")
+        else:
+            os.symlink(source, data / name)
+    return str(root)
+
+
+def _workspace(tmp_path, shared):
     """A directory holding what the documents' commands read."""
     for folder in ("examples", os.path.join("train", "flags")):
         shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder)
     for path in (tmp_path / "train" / "flags").iterdir():
-        path.write_text(path.read_text().replace("../shared", SHARED))
+        path.write_text(path.read_text().replace("../shared", shared))
     header = "text\tlabel\n"
     rows = "".join(f"the {w} story number {i}\t{label}\n"
                    for i, (w, label) in enumerate(
@@ -148,10 +184,10 @@ def _workspace(tmp_path):
     return tmp_path
 
 
-def _resolve(argv):
-    """../shared resolved to the real directory (the commands run
-    elsewhere than the checkout)."""
-    return [a.replace("../shared", SHARED) for a in argv]
+def _resolve(argv, shared):
+    """../shared resolved to `shared` (the commands run elsewhere than the
+    checkout)."""
+    return [a.replace("../shared", shared) for a in argv]
 
 
 # Commands that write only their --output_dir, already run with the same
@@ -174,18 +210,21 @@ def _reuse(name, argv, cwd):
 
 
 @pytest.mark.parametrize("doc", DOCS)
-def test_every_command_runs(doc, tiny_preset, tmp_path):
-    cwd = _workspace(tmp_path)
+def test_every_command_runs(doc, tiny_preset, tmp_path, request):
     runnable = [(n, a) for n, a in commands(doc) if a is not None]
     if not runnable:
         pytest.skip(f"{doc} shows no tfdptext command")
     if any("../shared" in " ".join(a) for _, a in runnable) and \
             not os.path.isdir(SHARED):
         pytest.skip(f"{doc} uses ../shared/data, absent here")
+    shared = (request.getfixturevalue("small_shared")
+              if os.path.isdir(SHARED) else SHARED)
+    cwd = _workspace(tmp_path, shared)
     env = {**os.environ, "PYTHONPATH": ROOT}
     for name, argv in runnable:
         command = [sys.executable, "-m", f"tfdptext.cli.{MODULES[name]}",
-                   *_resolve(argv), *overrides(name, argv, tiny_preset)]
+                   *_resolve(argv, shared),
+                   *overrides(name, argv, tiny_preset)]
         if _reuse(name, argv, cwd):
             continue
         result = subprocess.run(command, cwd=str(cwd), capture_output=True,
