@@ -79,19 +79,11 @@ class TruncatedGumbelTextPrivatizer(
                 raise ArgumentError(
                     "Pass `min_distance` and `max_distance` with a table "
                     "loaded later.")
-            low, high = tg.distance_range(self.candidate_rows())
-            min_distance = low if min_distance is None else min_distance
-            max_distance = high if max_distance is None else max_distance
-        self.min_distance = validation.check_positive("min_distance",
-                                                      min_distance)
-        self.max_distance = validation.check_positive("max_distance",
-                                                      max_distance)
-        if scale is None:
-            scale = tg.paper_scale(self.epsilon, self.num_candidates,
-                                   self.min_distance, self.max_distance)
-        self.scale = tg.check_scale(scale, self.max_distance)
-        self.mu = tg.poisson_mean(self.num_candidates)
-        self._thresholds = tg.size_thresholds(self.mu, self.max_candidates)
+        (self.min_distance, self.max_distance, self.scale, self.mu,
+         self._thresholds) = tg.resolve(
+            self.epsilon, self.num_candidates, self.max_candidates,
+            min_distance, max_distance, scale,
+            rows=None if embeddings is None else self.candidate_rows())
         if exact_epsilon is None and embeddings is not None:
             exact_epsilon = self._exact_epsilon(np.asarray(embeddings))
         self.exact_epsilon = exact_epsilon

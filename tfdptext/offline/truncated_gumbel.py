@@ -63,20 +63,11 @@ class TruncatedGumbelCorpusPrivatizer(base.CorpusPrivatizer):
         self.norms = np.sum(table * table, axis=1)
         self.max_candidates = min(tg.check_max_candidates(max_candidates),
                                   self.num_candidates)
-        if min_distance is None or max_distance is None:
-            low, high = tg.distance_range(table[self.candidate_ids])
-            min_distance = low if min_distance is None else min_distance
-            max_distance = high if max_distance is None else max_distance
-        self.min_distance = validation.check_positive("min_distance",
-                                                      min_distance)
-        self.max_distance = validation.check_positive("max_distance",
-                                                      max_distance)
-        if scale is None:
-            scale = tg.paper_scale(self.epsilon, self.num_candidates,
-                                   self.min_distance, self.max_distance)
-        self.scale = tg.check_scale(scale, self.max_distance)
-        self.mu = tg.poisson_mean(self.num_candidates)
-        self.thresholds = tg.size_thresholds(self.mu, self.max_candidates)
+        (self.min_distance, self.max_distance, self.scale, self.mu,
+         self.thresholds) = tg.resolve(
+            self.epsilon, self.num_candidates, self.max_candidates,
+            min_distance, max_distance, scale,
+            rows=table[self.candidate_ids])
         self.embedding_description = embedding_description
         if exact_epsilon is None and \
                 self.max_candidates >= self.num_candidates and \

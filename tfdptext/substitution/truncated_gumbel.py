@@ -328,3 +328,26 @@ def exact_epsilon(matrix):
             if math.isinf(best):
                 return best
     return best * (1.0 + 1e-6) + 1e-12
+
+
+def resolve(epsilon, num_candidates, max_candidates, min_distance,
+            max_distance, scale, rows=None):
+    """(min_distance, max_distance, scale, mu, thresholds) of one
+    TruncatedGumbel setting, shared by the layer and its offline twin:
+    distances not given come from the candidate `rows` (`distance_range`),
+    the scale from the paper's formula when not given (`paper_scale`)."""
+    from tfdptext.privacy import validation
+
+    if min_distance is None or max_distance is None:
+        low, high = distance_range(rows)
+        min_distance = low if min_distance is None else min_distance
+        max_distance = high if max_distance is None else max_distance
+    min_distance = validation.check_positive("min_distance", min_distance)
+    max_distance = validation.check_positive("max_distance", max_distance)
+    if scale is None:
+        scale = paper_scale(epsilon, num_candidates, min_distance,
+                            max_distance)
+    scale = check_scale(scale, max_distance)
+    mu = poisson_mean(num_candidates)
+    return (min_distance, max_distance, scale, mu,
+            size_thresholds(mu, max_candidates))
