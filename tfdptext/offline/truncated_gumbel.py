@@ -23,6 +23,9 @@ from tfdptext.substitution import truncated_gumbel as tg
 
 _CHUNK = 256
 
+# Tokens drawn at once (bounds the (n, 1 + max_candidates) uniforms).
+_TOKENS = 65536
+
 
 class TruncatedGumbelCorpusPrivatizer(base.CorpusPrivatizer):
     """Privatizes token ids in bulk by TruncatedGumbel.
@@ -69,6 +72,16 @@ class TruncatedGumbelCorpusPrivatizer(base.CorpusPrivatizer):
             min_distance, max_distance, scale,
             rows=table[self.candidate_ids])
         self.embedding_description = embedding_description
+        # Every id's max_candidates nearest candidates, computed once (the
+        # same `nearest` as a call would run): a token then costs a gather
+        # and 1 + max_candidates uniforms, not a pass over the table.
+        self._members = np.zeros((len(table), self.max_candidates),
+                                 np.int64)
+        self._distances = np.zeros((len(table), self.max_candidates))
+        for start in range(0, len(table), _CHUNK):
+            block = np.arange(start, min(start + _CHUNK, len(table)))
+            self._members[block], self._distances[block] = \
+                self.nearest(block)
         if exact_epsilon is None and \
                 self.max_candidates >= self.num_candidates and \
                 self.num_candidates <= tg.EXACT_LIMIT:
@@ -94,21 +107,18 @@ class TruncatedGumbelCorpusPrivatizer(base.CorpusPrivatizer):
         return members, np.take_along_axis(d, members, axis=1)
 
     def _privatize(self, ids):
-        ids = np.asarray(ids)
+        ids = np.asarray(ids, np.int64)
         out = np.empty(len(ids), np.int64)
-        distinct, rows = np.unique(ids, return_inverse=True)
         k = self.max_candidates
-        for start in range(0, len(distinct), _CHUNK):
-            members, d = self.nearest(distinct[start:start + _CHUNK])
-            tokens = np.flatnonzero((rows >= start)
-                                    & (rows < start + len(members)))
-            local = rows[tokens] - start
-            u = race.numpy_uniforms((len(tokens), 1 + k), self.rng)
+        for start in range(0, len(ids), _TOKENS):
+            part = ids[start:start + _TOKENS]
+            u = race.numpy_uniforms((len(part), 1 + k), self.rng)
             sizes = tg.draw_sizes(u[:, 0], self.thresholds, backend.NUMPY)
             noise = tg.truncated_gumbel(u[:, 1:], self.scale,
                                         self.max_distance, backend.NUMPY)
-            position = tg.select(d[local], sizes, noise, backend.NUMPY)
-            out[tokens] = members[local, position]
+            position = tg.select(self._distances[part], sizes, noise,
+                                 backend.NUMPY)
+            out[start:start + len(part)] = self._members[part, position]
         return out
 
     def size_probabilities(self):

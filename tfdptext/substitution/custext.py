@@ -129,11 +129,12 @@ def tables(embeddings, special_token_ids, top_k, epsilon):
     groups, group_of = output_sets(table, candidates, top_k)
     members = np.zeros((vocabulary_size, top_k), np.int32)
     thresholds = np.full((vocabulary_size, top_k - 1), SCALE, np.int32)
+    specials = np.flatnonzero(special)
+    nearest_of = dict(zip(specials.tolist(), nearest_candidates(
+        table, specials, candidates).tolist()))
     for word in range(vocabulary_size):
         if special[word]:
-            nearest = candidates[np.argmin(np.linalg.norm(
-                table[candidates] - table[word], axis=1))]
-            group = groups[group_of[int(nearest)]]
+            group = groups[group_of[nearest_of[word]]]
         else:
             group = groups[group_of[word]]
         counts = integer_counts(probabilities(table, word, group, epsilon))
@@ -142,6 +143,32 @@ def tables(embeddings, special_token_ids, top_k, epsilon):
         cumulative = np.cumsum(counts)[:-1]
         thresholds[word, :len(group) - 1] = cumulative
     return members, thresholds, groups
+
+
+def nearest_candidates(table, words, candidates, block=256):
+    """For each id of `words`, the nearest id of `candidates` (Euclidean
+    distance in float64, ties to the lower id). A matrix product
+    shortlists the few nearest (every candidate within a relative 1e-9 of
+    the 8th smallest squared distance), then the distances are recomputed
+    exactly on the shortlist: the answer of an exhaustive search, without
+    one pass over the whole table per word."""
+    table = np.asarray(table, np.float64)
+    candidates = np.asarray(candidates, np.int64)
+    rows = table[candidates]
+    norms = np.sum(rows * rows, axis=1)
+    words = np.asarray(words, np.int64)
+    out = np.empty(len(words), np.int64)
+    k = min(8, len(candidates))
+    for start in range(0, len(words), block):
+        part = table[words[start:start + block]]
+        squared = np.maximum(norms[None] - 2.0 * part @ rows.T
+                             + np.sum(part * part, axis=1)[:, None], 0.0)
+        kth = np.partition(squared, k - 1, axis=1)[:, k - 1]
+        for i, x in enumerate(part):
+            short = np.flatnonzero(squared[i] <= kth[i] * (1 + 1e-9) + 1e-12)
+            d = np.linalg.norm(rows[short] - x, axis=1)
+            out[start + i] = candidates[short[d == d.min()]].min()
+    return out
 
 
 def implemented_epsilon(members, thresholds):
