@@ -19,6 +19,11 @@ benchmarks.md, "Same distribution"). Never use them to privatize data.
 - `custext_per_word_sets`: CusText with each word's own top_k nearest
   words as its output set (pyPANTERA's CusText, the authors' "aggressive"
   mapping): two words of one set have different supports.
+- `truncated_gumbel_without_input`: TruncatedGumbel whose k-NN search
+  drops the query word: the input is never released.
+- `half_noise_diffractor`: 1-Diffractor with the geometric noise of
+  twice the epsilon (P(k) ~ exp(-2 eps |k|), half the spread): the true
+  bound is twice the claim.
 """
 
 import numpy as np
@@ -153,3 +158,15 @@ def truncated_gumbel_without_input(settings):
         settings.value, settings.table, scale=settings.options["scale"],
         max_candidates=settings.options["max_candidates"],
         **_common(settings))
+
+
+class _HalfNoiseDiffractor(layers.DiffractorTextPrivatizer):
+
+    def __init__(self, epsilon, embeddings, **kwargs):
+        super().__init__(epsilon, embeddings, **kwargs)
+        self._set_noise(2.0 * self.epsilon)
+
+
+def half_noise_diffractor(settings):
+    return _HalfNoiseDiffractor(settings.value, settings.table,
+                                **_common(settings))

@@ -10,6 +10,8 @@ from tfdptext.layers.code_randomized_response import CodeRandomizedResponse
 from tfdptext.layers.custext_text_privatizer import CusTextTextPrivatizer
 from tfdptext.layers.dchi_noise import DChiNoise
 from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
+from tfdptext.layers.diffractor_text_privatizer import \
+    DiffractorTextPrivatizer
 from tfdptext.layers.laplace_noise import LaplaceNoise
 from tfdptext.layers.mahalanobis_text_privatizer import \
     MahalanobisTextPrivatizer
@@ -28,6 +30,7 @@ __all__ = [
     "CusTextTextPrivatizer",
     "DChiNoise",
     "DChiTextPrivatizer",
+    "DiffractorTextPrivatizer",
     "LaplaceNoise",
     "MahalanobisTextPrivatizer",
     "MinMaxNormalize",

@@ -20,6 +20,7 @@ from tfdptext.errors import ArgumentError
 from tfdptext.mechanisms import brr
 from tfdptext.mechanisms import custext
 from tfdptext.mechanisms import dchi
+from tfdptext.mechanisms import diffractor
 from tfdptext.mechanisms import exponential
 from tfdptext.mechanisms import mahalanobis
 from tfdptext.mechanisms import truncated_gumbel
@@ -43,6 +44,7 @@ REGISTRY = {entry.name: entry for entry in (
     custext.CUSTEXT,
     custext.CUSTEXT_PLUS,
     truncated_gumbel.TRUNCATED_GUMBEL,
+    diffractor.DIFFRACTOR,
 )}
 
 

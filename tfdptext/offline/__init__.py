@@ -18,6 +18,9 @@ workstation, with noise from os.urandom by default:
   sampled exactly from integer thresholds.
 - `TruncatedGumbelCorpusPrivatizer`: report-noisy-min over a Poisson
   number of nearest words (Carvalho et al. 2021).
+- `DiffractorCorpusPrivatizer`: 1-Diffractor's geometric noise on the
+  positions of a one-dimensional list of the vocabulary (Meisenbacher et
+  al. 2024), sampled exactly from integer thresholds.
 
 Each is the offline twin of a `tfdptext.layers` text privatizer, sharing
 its math (`tfdptext.substitution`); `tfdptext.mechanisms` names them all.
@@ -34,6 +37,7 @@ from tfdptext.offline.dchi import dchi_noise
 from tfdptext.offline.dchi import os_gamma
 from tfdptext.offline.dchi import pq_subspaces
 from tfdptext.offline.dchi import os_uniforms
+from tfdptext.offline.diffractor import DiffractorCorpusPrivatizer
 from tfdptext.offline.mahalanobis import MahalanobisCorpusPrivatizer
 from tfdptext.offline.santext import SanTextCorpusPrivatizer
 from tfdptext.offline.tem import TEMCorpusPrivatizer
@@ -42,7 +46,7 @@ from tfdptext.offline.truncated_gumbel import \
 from tfdptext.offline.vickrey import VickreyCorpusPrivatizer
 
 __all__ = ["BRRCorpusPrivatizer", "CusTextCorpusPrivatizer",
-           "DChiCorpusPrivatizer",
+           "DChiCorpusPrivatizer", "DiffractorCorpusPrivatizer",
            "MahalanobisCorpusPrivatizer", "SanTextCorpusPrivatizer",
            "TEMCorpusPrivatizer", "TruncatedGumbelCorpusPrivatizer",
            "VickreyCorpusPrivatizer",

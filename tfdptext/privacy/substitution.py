@@ -255,3 +255,66 @@ def truncated_gumbel_guarantee(epsilon, exact, scale, bound, max_candidates,
                  "max_distance": bound, "max_candidates": max_candidates,
                  "poisson_mean": mu},
     )
+
+
+def diffractor_guarantee(epsilon, list_length, total_variation, bits,
+                         largest_shift, description):
+    """1-Diffractor (Meisenbacher et al. 2024) on one list: eps *
+    |pos(x) - pos(x')| metric DP per token, positions in the 1-D list of
+    the candidates built from `description` by a greedy nearest-neighbour
+    walk; delta from the integer sampler's total variation
+    (`tfdptext.substitution.diffractor`), stated at a pair log-ratio of 1
+    as the exponential mechanisms' is.
+
+    Example:
+    >>> g = diffractor_guarantee(1.0, 30000, 2.2e-9, 32, 21, "GloVe")
+    >>> g.unit, g.parameter, f"{g.delta:.2g}"
+    ('per_token', 'epsilon', '8.2e-09')
+    """
+    epsilon = validation.check_positive("epsilon", epsilon)
+    length = validation.check_int("list_length", list_length, minimum=2)
+    source = ("one random word per token (B = 32)" if bits == 32 else
+              f"floor(U 2^{bits}) of one uniform per token (B = {bits})")
+    return guarantee_lib.Guarantee(
+        mechanism="diffractor_text_to_text",
+        parameter="epsilon",
+        value=epsilon,
+        unit=guarantee_lib.PER_TOKEN,
+        metric=(f"|pos(x) - pos(x')|: the distance in positions between "
+                f"the two words in the one-dimensional list of the {length} "
+                f"candidate words built from {description} by a greedy "
+                "nearest-neighbour walk (start at the lowest candidate id, "
+                "then always the nearest word not yet listed: exact "
+                "Euclidean distance in float64, ties to the lower id); a "
+                "special input that is not passed through (e.g. [UNK]) "
+                "takes its nearest candidate's position; the list is "
+                "public (a function of the public table)"),
+        delta=exponential.hockey_stick_delta(total_variation, 1.0),
+        composition=PER_TOKEN_COMPOSITION,
+        conditions=(
+            "1-Diffractor's geometric mechanism (Meisenbacher, Chevli, "
+            "Matthes 2024): the word at position i is released as the word "
+            f"at position clip(i + Z, 0, {length - 1}), Z = G1 - G2 for "
+            "independent G ~ Geometric(1 - e^-eps), i.e. P(Z = k) = (1 - "
+            "q) / (1 + q) q^|k| with q = e^-eps: for any output, P(y | x) "
+            "<= e^(eps |pos(x) - pos(x')|) P(y | x'); clipping is "
+            "post-processing",
+            f"Z sampled exactly from integers: P'(Z >= m) = P'(Z <= -m) = "
+            f"floor(2^B q^m / (1 + q)) / 2^B (the counts computed once in "
+            f"float64), |Z| <= {largest_shift} (the largest m with a "
+            f"non-zero count), drawn by comparing {source} "
+            "with integer thresholds (no floating point): within total "
+            f"variation {total_variation:.3g} of the exact Z (computed "
+            "from the integer counts, rounded up), so a pair of inputs "
+            f"whose exact log-ratio bound is L has delta = "
+            f"{total_variation:.3g} * (1 + e^L); the stated delta is at "
+            "L = 1",
+            "one table, one list: the package's mixture over several "
+            "embedding models (each model's list gives a candidate, one "
+            "of them picked uniformly) is not built; with m lists it "
+            "would be eps * max over the lists of the position distance",
+            TEXT_TO_TEXT_CONDITION),
+        details={"list_length": length, "sampler_bits": bits,
+                 "largest_shift": largest_shift,
+                 "sampler_total_variation": total_variation},
+    )
