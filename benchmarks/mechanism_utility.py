@@ -98,10 +98,14 @@ def plot(rows, path):
                 (row_axes[1], "kept_share",
                  "N_w / samples (plausible deniability; lower is more "
                  "private)")):
-            for mechanism in sorted({r["mechanism"] for r in mine}):
+            colours = plt.get_cmap("tab20").colors
+            for i, mechanism in enumerate(sorted({r["mechanism"]
+                                                  for r in mine})):
                 points = sorted((r[key], r["accuracy"]) for r in mine
                                 if r["mechanism"] == mechanism)
-                axis.plot(*zip(*points), marker="o", label=mechanism)
+                axis.plot(*zip(*points), marker="osD^v<>ph*"[i % 10],
+                          color=colours[(2 * i) % 20 + (i >= 10)],
+                          label=mechanism)
             axis.set_xlabel(label)
             axis.set_ylabel(f"{dataset} test accuracy")
             axis.grid(alpha=0.3)

@@ -28,9 +28,11 @@ The non-private reference (clean text, the same encoder and classifier)
 is the first row of each data set. Prints the table of
 benchmarks/mechanism_utility.py; --plot draws it; --json_out keeps the rows.
 
-    taskset -c 0,1 .venv/bin/python benchmarks/mechanism_utility_frozen.py \\
-        --json_out=runs/mechanism_utility/rows.json \\
+    taskset -c 1 .venv/bin/python benchmarks/mechanism_utility_frozen.py \\
+        --threads=1 --json_out=runs/mechanism_utility/rows.json \\
         --plot=docs/img/mechanism_utility.png
+
+(about 50 minutes on one core of a 2-core AMD EPYC for both data sets).
 
 This is not the fine-tuned accuracy of tfdptext-train (the encoder never
 adapts to the noise, which that mode does); it orders the mechanisms at
