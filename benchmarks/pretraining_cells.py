@@ -50,6 +50,7 @@ FLAGS_DIR, LOGS_DIR = "flags", "logs"
 METRICS = "metrics.json"  # written last by both programs: "finished"
 PLAN = "plan.json"  # the budget and what was asked for (pretraining_mlm.py)
 LOCK = ".lock"  # held by the process running the cells
+TIMINGS = "timings.jsonl"  # one line per program run: cell, seconds, status
 PRESET = "preset"  # the pretraining run's encoder (tfdptext-pretrain)
 
 # Qu et al. (CIKM 2021), BERT-base (768-d), SST-2 accuracy.
@@ -104,7 +105,7 @@ class Budget:
     corpus_dir: str = _field("../shared/data/ag_dpnr",
                              "Directory of the pretraining corpus.")
     sst2_dir: str = _field("../shared/data/sst2", "SST-2 directory.")
-    pretrain_steps: int = _field(300, "Pretraining optimizer steps.")
+    pretrain_steps: int = _field(500, "Pretraining optimizer steps.")
     pretrain_batch_size: int = _field(16, "Pretraining batch size.")
     pretrain_max_length: int = _field(64, "Pretraining token length.")
     pretrain_learning_rate: float = _field(
@@ -405,6 +406,28 @@ def summary(cell, output_dir):
     return f"SST-2 test accuracy {metrics['test_accuracy']:.4f}"
 
 
+def _append_timing(output_dir, cell, status, seconds):
+    with open(os.path.join(output_dir, TIMINGS), "a") as f:
+        f.write(json.dumps({"cell": cell.name, "status": status,
+                            "seconds": round(seconds, 1),
+                            "ended": _now()}) + "\n")
+
+
+def read_timings(output_dir):
+    """{cell name: wall seconds of its program runs, summed over the
+    sessions that ran it} from timings.jsonl."""
+    path = os.path.join(output_dir, TIMINGS)
+    seconds = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    entry = json.loads(line)
+                    seconds[entry["cell"]] = (seconds.get(entry["cell"], 0.0)
+                                              + entry["seconds"])
+    return seconds
+
+
 def run_plan(cells, output_dir, execute, say=print):
     """Runs every unfinished cell in order with `execute(cell,
     output_dir)` (-> exit status): a finished cell is skipped, an
@@ -428,6 +451,7 @@ def run_plan(cells, output_dir, execute, say=print):
         started = time.perf_counter()
         status = execute(cell, output_dir)
         seconds = time.perf_counter() - started
+        _append_timing(output_dir, cell, status, seconds)
         if status == 0 and cell.finished(output_dir):
             states[cell.name] = "ran"
             say(f"{tag}: finished in {seconds:.0f} s, "

@@ -50,24 +50,44 @@ PROGRAMS = {"pretrain": os.path.join(ROOT, "train", "tfdptext-pretrain"),
             "train": os.path.join(ROOT, "train", "tfdptext-train")}
 
 FLAGS = flags.FLAGS
-flags.DEFINE_multi_float(
-    "eta", sorted(cells_lib.MATCHED_ETAS, reverse=True),
-    "d_chi eta, the same for pretraining and fine-tuning; the defaults "
-    "match Qu et al.'s 125, 100 and 75 by inversion rate (MiniLM).")
-flags.DEFINE_multi_enum("mode", list(cells_lib.MODES), list(cells_lib.MODES),
-                        "Privacy-constrained fine-tuning modes (pretraining "
-                        "uses the same mechanism).")
-flags.DEFINE_multi_enum("objective", list(cells_lib.OBJECTIVES),
-                        list(cells_lib.OBJECTIVES), "MLM objectives.")
-flags.DEFINE_multi_integer("seed", [0, 1, 2], "Fine-tuning seeds "
-                           "(initialisation and order, never the noise).")
-flags.DEFINE_string("output_dir", "runs/pretraining_cpu",
-                    "Where the cells' run directories go.")
-flags.DEFINE_bool("require_gpu", False, "Refuse to start without a GPU "
-                  "(the GPU budget would take weeks on a CPU).")
-flags.DEFINE_bool("dry_run", False, "Write the flag files and print each "
-                  "cell's state; run nothing.")
-cli_flags.define_flags(cells_lib.Budget)
+ASKED = ("eta", "mode", "objective", "seed")
+
+
+def define_flags(flag_values=FLAGS):
+    """The command's flags: what to run (eta, mode, objective, seed), where,
+    and the budget (one flag per field of pretraining_cells.Budget)."""
+    flags.DEFINE_multi_float(
+        "eta", sorted(cells_lib.MATCHED_ETAS, reverse=True),
+        "d_chi eta, the same for pretraining and fine-tuning; the defaults "
+        "match Qu et al.'s 125, 100 and 75 by inversion rate on MiniLM.",
+        flag_values=flag_values)
+    flags.DEFINE_multi_enum(
+        "mode", list(cells_lib.MODES), list(cells_lib.MODES),
+        "Privacy-constrained fine-tuning modes (pretraining uses the same "
+        "mechanism).", flag_values=flag_values)
+    flags.DEFINE_multi_enum("objective", list(cells_lib.OBJECTIVES),
+                            list(cells_lib.OBJECTIVES), "MLM objectives.",
+                            flag_values=flag_values)
+    flags.DEFINE_multi_integer(
+        "seed", [0, 1, 2], "Fine-tuning seeds (initialisation and order, "
+        "never the noise).", flag_values=flag_values)
+    flags.DEFINE_string("output_dir", "runs/pretraining_cpu",
+                        "Where the cells' run directories go.",
+                        flag_values=flag_values)
+    flags.DEFINE_bool("require_gpu", False, "Refuse to start without a GPU "
+                      "(the GPU budget would take weeks on a CPU).",
+                      flag_values=flag_values)
+    flags.DEFINE_bool("dry_run", False, "Write the flag files and print "
+                      "each cell's state; run nothing.",
+                      flag_values=flag_values)
+    cli_flags.define_flags(cells_lib.Budget, flag_values=flag_values)
+
+
+def parsed(flag_values=FLAGS):
+    """(budget, asked) of parsed flags: the Budget, and the eta, mode,
+    objective and seed lists."""
+    return (cli_flags.build(cells_lib.Budget, flag_values=flag_values),
+            {name: list(flag_values[name].value) for name in ASKED})
 
 
 def _stop_on_sigterm():
@@ -92,9 +112,7 @@ def _check_gpu():
 def main(argv):
     del argv
     output_dir = FLAGS.output_dir
-    budget = cli_flags.build(cells_lib.Budget)
-    asked = {name: FLAGS[name].value
-             for name in ("eta", "mode", "objective", "seed")}
+    budget, asked = parsed()
     try:
         if FLAGS.require_gpu:
             _check_gpu()
@@ -134,4 +152,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

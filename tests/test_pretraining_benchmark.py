@@ -14,9 +14,11 @@ import sys
 import pytest
 from absl import flags
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "benchmarks"))
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "benchmarks")
+sys.path.insert(0, BENCHMARKS)
 import pretraining_cells as cells_lib  # noqa: E402
+import pretraining_mlm  # noqa: E402
 
 from tfdptext.cli import flags as cli_flags  # noqa: E402
 from tfdptext.pretraining import PretrainConfig  # noqa: E402
@@ -147,6 +149,8 @@ def test_rerun_skips_finished_resumes_interrupted_blocks_dependants(
     third = []
     cells_lib.run_plan(cells, out, _finishing(third), say=lambda line: None)
     assert third == []
+    # Each program run's wall time, summed over the sessions that ran it.
+    assert set(cells_lib.read_timings(out)) == set(first) | set(second)
 
 
 def test_plan_file_refuses_another_budget(tmp_path):
@@ -170,3 +174,34 @@ def test_plan_file_refuses_another_budget(tmp_path):
     finally:
         held.close()
     cells_lib.lock(out).close()  # released with its file
+
+
+@pytest.mark.parametrize("budget_file", ["pretraining_cpu.flags",
+                                         "pretraining_gpu.flags"])
+def test_budget_flag_files_plan_valid_cells(budget_file, tmp_path):
+    """The command's budget files parse with its own flags, and every cell
+    they plan is a valid run of its program."""
+    values = flags.FlagValues()
+    pretraining_mlm.define_flags(values)
+    values(["pretraining_mlm.py", "--flagfile=" + os.path.join(
+        BENCHMARKS, "flags", budget_file)])
+    budget, asked = pretraining_mlm.parsed(values)
+    assert values.require_gpu == ("gpu" in budget_file)
+    assert sorted(asked["eta"]) == sorted(cells_lib.MATCHED_ETAS)
+    assert asked["seed"] == [0, 1, 2]
+    out = str(tmp_path)
+    cells = cells_lib.plan(budget, asked["eta"], asked["mode"],
+                           asked["objective"], asked["seed"], out)
+    assert len(cells) == 1 + 3 + 3 * (2 * 3 + 3 * 2 * 5)
+    for cell in cells:
+        config = _config(cell, out)
+        if cell.kind == "pretrain":
+            assert config.steps == budget.pretrain_steps
+        else:
+            assert config.epochs == budget.finetune_epochs
+    if "gpu" in budget_file:  # Qu et al.'s batch sizes and lengths
+        assert (budget.pretrain_batch_size, budget.pretrain_max_length) == (
+            256, 128)
+        assert (budget.finetune_batch_size, budget.finetune_max_length,
+                budget.finetune_epochs) == (32, 128, 3)
+        assert budget.finetune_train_examples == 0  # the whole split
