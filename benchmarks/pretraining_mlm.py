@@ -14,7 +14,9 @@ same budget. Every cell is a run directory of `tfdptext-pretrain` or
 (<output_dir>/flags/<cell>.flags: that program's --flagfile, the whole
 cell) and log (<output_dir>/logs/<cell>.log); benchmarks/pretraining_cells.py
 lists them. A rerun skips finished cells and resumes interrupted ones; one
-process at a time holds the directory.
+process at a time holds the directory. Relative paths (--output_dir, the
+data directories) are taken from the repository root, wherever the command
+is started.
 
 The budget comes from a flag file, one per machine:
 
@@ -111,6 +113,9 @@ def _check_gpu():
 
 def main(argv):
     del argv
+    # The cells' flag files name paths relative to the repository root
+    # (--output_dir, ../shared/data): the same in every session.
+    os.chdir(ROOT)
     output_dir = FLAGS.output_dir
     budget, asked = parsed()
     try:
