@@ -76,6 +76,7 @@ from tfdptext.export import tflite
 from tfdptext.models import secure
 from tfdptext.models import split as split_lib
 from tfdptext.models import split_spec
+from tfdptext.privacy import extraction
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import randomness
 from tfdptext.version import __version__
@@ -400,6 +401,10 @@ def _randomness_contract(phone, noise_source):
                 "description": randomness.DESCRIPTIONS[
                     RANDOMNESS[noise_source]]}
     count = int(phone.input[secure.RANDOM_WORDS].shape[-1])
+    lay = extraction.layout(secure.phone_consumed_words(phone))
+    if lay.words != count:
+        raise ExportError(f"The phone model takes {count} random words but "
+                          f"its mechanism's layout needs {lay.words}.")
     return {
         "source": randomness.APP_SECURE_RNG,
         "input": secure.RANDOM_WORDS,
@@ -409,12 +414,25 @@ def _randomness_contract(phone, noise_source):
         "fill": ("for every call, fill all the words with fresh bytes from "
                  "the platform's cryptographically secure generator "
                  "(Android: SecureRandom.nextBytes; iOS: "
-                 "SecRandomCopyBytes); never reuse or derive them"),
+                 "SecRandomCopyBytes; web: crypto.getRandomValues, at most "
+                 "65,536 bytes per call); never reuse or derive them"),
+        "extraction": lay.to_dict(),
+        "partial_buffers": (
+            f"each word the mechanism reads is the sum modulo 2^32 of "
+            f"{lay.group} words {lay.consumed} apart, so a release follows "
+            "the stated channel exactly as long as every such group holds "
+            "one fresh word: any "
+            f"{lay.group - 1} bad word(s) anywhere, or any run of up to "
+            f"{extraction.longest_harmless_run(lay.consumed)} consecutive "
+            "bad words (a header, an index off by one, zeros at the start "
+            "or the end), cannot change it"),
         "checks": ("the model makes its release unusable (all NaN; token "
-                   "ids all -1) when the words show structure: unfilled, "
+                   "ids all -1) when a sample of the words shows a defect "
+                   "that mixing cannot undo: a stuck bit at any of the 32 "
+                   "positions, an unfilled or mostly unfilled buffer, a "
                    "constant, a counter or arithmetic progression, an LCG, "
-                   "low or high bytes too even or too repetitive, near-equal "
-                   "neighbours, a block of words used twice within the call "
+                   "low or high bytes too even or too repetitive, repeated "
+                   "words, a word equal to its partner half a buffer away "
                    "(false alarm below 2^-40 for good words; "
                    "tfdptext.privacy.word_statistics); the server refuses "
                    "such releases: discard it and call again with fresh "

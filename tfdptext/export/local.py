@@ -48,12 +48,17 @@ class PhoneModel:
         signature: its signature key in that file (None: the file's only
             signature, as in exports made before lengths).
         random_words: how many random words one call takes (0: none).
+        consumed_words: how many words its mechanism reads, each the sum
+            of random_words / consumed_words of them
+            (`tfdptext.privacy.extraction`); None for exports made before
+            extraction (their mechanism read the words as they were).
     """
 
     length: int
     file: str
     signature: str | None
     random_words: int
+    consumed_words: int | None = None
 
 
 def phone_models(manifest, max_length, where):
@@ -72,10 +77,13 @@ def phone_models(manifest, max_length, where):
     for record in records:
         try:
             words = record["inputs"].get(secure.RANDOM_WORDS)
+            mixing = (record.get("randomness") or {}).get("extraction")
             models.append(PhoneModel(
                 length=int(record["length"]), file=str(record["file"]),
                 signature=record.get("signature"),
-                random_words=int(words[-2]) if words else 0))
+                random_words=int(words[-2]) if words else 0,
+                consumed_words=int(mixing["consumed"]) if mixing
+                else None))
         except (KeyError, TypeError, ValueError, AttributeError,
                 IndexError):
             raise ExportDirError(
