@@ -15,9 +15,8 @@ and their cost"):
   kinds of tfdptext.audit.word_generators), chi-square against the stated
   transition matrix; and the noise law of 8-d Laplace (KS against Lap(b))
   and of 8-d d_chi (KS of the norm against Gamma(8, 1/eta)) under the
-  same buffer kinds. Run with PYTHONPATH pointing at a checkout of an
-  earlier commit to measure that commit's phone model (it reads the same
-  public functions).
+  same buffer kinds. With --channel_baseline, the same on the phone
+  models of --baseline_commit (before extraction).
 - --cost: for every exported mechanism and length, the phone model as
   tfdptext-export writes it (MiniLM weights as loaded, int8, batch 1,
   one thread) beside the extraction and the checks alone at its layout
@@ -71,6 +70,9 @@ flags.DEFINE_integer("block", 10, "Invokes per setting per round.")
 flags.DEFINE_string("baseline_commit", "3d066f4",
                     "The commit whose words check --cost times beside "
                     "ours (the check before extraction); '' skips it.")
+flags.DEFINE_bool("channel_baseline", False, "--channel on the phone "
+                  "models of --baseline_commit (its secure.py and "
+                  "checks, today's layers) instead of today's.")
 
 CHANNEL_KINDS = ("os_urandom", "first_1_zero", "first_2_zero",
                  "first_word_0x12345678", "first_word_0xffffffff",
@@ -126,14 +128,17 @@ def _false_alarms(consumed, buffers):
 
 
 def _report_false_alarms():
+    from tfdptext.privacy import extraction
+
     for pair in FLAGS.alarm_layouts:
         consumed, buffers = (int(v) for v in pair.split(":"))
         began = time.time()
         seen, limits, repeat_limit = _false_alarms(consumed, buffers)
-        print(f"\n{consumed:,} consumed words ({limits.sample} of "
-              f"{consumed * (2 if limits.partners else 0) or 'all'} words "
-              f"read), {buffers:,} os.urandom buffers "
-              f"({time.time() - began:.0f} s); per row, each alone:\n")
+        width = extraction.layout(consumed).words
+        print(f"\n{consumed:,} consumed words, buffers of {width:,} words "
+              f"(the checks read {limits.sample}), {buffers:,} os.urandom "
+              f"buffers ({time.time() - began:.0f} s); per row, each "
+              "alone:\n")
         print("| check | fails when | smallest seen | largest seen | "
               "failures |\n|---|---|---|---|---|")
         for name, (low, high, fails) in seen.items():
@@ -180,12 +185,14 @@ def _report_channel():
     import numpy as np
     from scipy import stats
 
-    import tfdptext
     from tfdptext import layers
     from tfdptext.models import secure
     from tfdptext.privacy import categorical
 
-    print(f"\ntfdptext from {os.path.dirname(tfdptext.__file__)}")
+    if FLAGS.channel_baseline:
+        secure = _baseline_modules()["secure"]
+        print(f"\nPhone models of commit {FLAGS.baseline_commit} "
+              "(before extraction).")
     rng = np.random.default_rng(0)
     code = secure.secure_privatizer_model(
         layers.CodeRandomizedResponse(2.0, 3), (), "int32")
@@ -225,8 +232,12 @@ def _report_channel():
         x = np.zeros((1, 8), np.float32)
         print(f"\n{name} ({width} words per call), "
               f"{FLAGS.noise_draws:,} releases per buffer kind:\n")
-        print("| buffer | refused | KS p (all coordinates / norms) | KS p "
-              "(first coordinate) |\n|---|---|---|---|")
+        if "d_chi" in name:
+            print("| buffer | refused | KS p of the norms | t-test p of the "
+                  "direction's first coordinate (mean 0) |\n|---|---|---|---|")
+        else:
+            print("| buffer | refused | KS p (all coordinates) | KS p (first "
+                  "coordinate) |\n|---|---|---|---|")
         for kind in CHANNEL_KINDS:
             out = np.concatenate([run(x, _kind_buffers(kind, width, rng))
                                   for _ in range(FLAGS.noise_draws)])
@@ -334,34 +345,49 @@ def _checks_alone(consumed, fn=None):
     return keras.Model(inputs, outputs), width
 
 
-def _baseline_check():
-    """The words check of --baseline_commit (before extraction), loaded
-    from git into a private module: fn(words) -> (batch, 1) booleans."""
+def _baseline_modules():
+    """The random-words modules of --baseline_commit (before extraction:
+    word_statistics, word_checks, secure), loaded from git as private
+    modules beside today's layers (which did not change): {name:
+    module}, or None without --baseline_commit."""
     if not FLAGS.baseline_commit:
         return None
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     folder = tempfile.mkdtemp(prefix="baseline-checks-")
-    sources = {}
-    for module, path in (("old_word_statistics",
-                          "tfdptext/privacy/word_statistics.py"),
-                         ("old_word_checks",
-                          "tfdptext/models/word_checks.py")):
+    renames = {
+        "from tfdptext.privacy import word_statistics as ws":
+            "import baseline_word_statistics as ws",
+        "from tfdptext.privacy import word_statistics":
+            "import baseline_word_statistics as word_statistics",
+        "from tfdptext.models import word_checks":
+            "import baseline_word_checks as word_checks"}
+    loaded = {}
+    sys.path.insert(0, folder)
+    for name, path in (("word_statistics",
+                        "tfdptext/privacy/word_statistics.py"),
+                       ("word_checks", "tfdptext/models/word_checks.py"),
+                       ("secure", "tfdptext/models/secure.py")):
         text = subprocess.run(
             ["git", "show", f"{FLAGS.baseline_commit}:{path}"], cwd=root,
             check=True, capture_output=True, text=True).stdout
-        text = text.replace("from tfdptext.privacy import word_statistics "
-                            "as ws", "import old_word_statistics as ws")
-        sources[module] = os.path.join(folder, module + ".py")
-        with open(sources[module], "w") as f:
+        for old, new in renames.items():
+            text = text.replace(old, new)
+        module = f"baseline_{name}"
+        path = os.path.join(folder, module + ".py")
+        with open(path, "w") as f:
             f.write(text)
-    sys.path.insert(0, folder)
-    loaded = {}
-    for module, path in sources.items():
         spec = importlib.util.spec_from_file_location(module, path)
-        loaded[module] = importlib.util.module_from_spec(spec)
-        sys.modules[module] = loaded[module]
-        spec.loader.exec_module(loaded[module])
-    return loaded["old_word_checks"].words_look_random
+        loaded[name] = importlib.util.module_from_spec(spec)
+        sys.modules[module] = loaded[name]
+        spec.loader.exec_module(loaded[name])
+    return loaded
+
+
+def _baseline_check():
+    """The words check of --baseline_commit: fn(words) -> (batch, 1)."""
+    modules = _baseline_modules()
+    return None if modules is None else modules[
+        "word_checks"].words_look_random
 
 
 class _Setting:
@@ -538,9 +564,9 @@ def _report_candidates():
         raise AssertionError(f"ChaCha20 mismatch: {zero[:4]}")
     print("\nChaCha20 in TensorFlow ops: RFC 8439 A.1 test vector #1 "
           "(key 0, nonce 0, counter 0) reproduced.\n")
-    print("| consumed words | sum of 2 (SPLIT + ADD) ms | XOR of 2 ms | "
-          "ChaCha20 from a 256-bit key ms | ChaCha8 ms |\n"
-          "|---|---|---|---|---|")
+    print("| consumed words | app fills (ours) | ours: sum of g (SPLIT + "
+          "ADD, or SUM) ms | XOR of g ms | app fills (key) | ChaCha20 from "
+          "a 256-bit key ms | ChaCha8 ms |\n|---|---|---|---|---|---|---|")
 
     def timed(model, feed):
         runner = Interpreter(model_content=tflite.convert(model,
@@ -561,19 +587,29 @@ def _report_candidates():
         feed = {"random_words": np.frombuffer(os.urandom(4 * width),
                                               np.int32).reshape(1, width)}
         ours = timed(keras.Model(words, keras.layers.Lambda(
-            lambda w: word_checks.extract(w, consumed))(words)), feed)
+            lambda w: word_checks.extract(w, consumed),
+            output_shape=(consumed,))(words)), feed)
+        group = width // consumed
+
+        def xor_of_group(w):
+            parts = tf.split(w, group, axis=-1)
+            out = parts[0]
+            for part in parts[1:]:
+                out = tf.bitwise.bitwise_xor(out, part)
+            return out
+
         xor = timed(keras.Model(words, keras.layers.Lambda(
-            lambda w: tf.bitwise.bitwise_xor(*tf.split(
-                tf.reshape(w, [-1, width // consumed, consumed])[:, :2],
-                2, axis=1)))(words)), feed)
+            xor_of_group, output_shape=(consumed,))(words)), feed)
         key = keras.Input((8,), dtype="int32", name="key")
         blocks = -(-consumed // 16)
         chacha = [timed(keras.Model(key, keras.layers.Lambda(
-            lambda k, r=r: chacha20_words(k[0], blocks, r)[None])(key)),
+            lambda k, r=r: chacha20_words(k[0], blocks, r)[None],
+            output_shape=(16 * blocks,))(key)),
             {"key": np.frombuffer(os.urandom(32), np.int32).reshape(1, 8)})
             for r in (20, 8)]
-        print(f"| {consumed:,} | {ours:.3f} | {xor:.3f} | {chacha[0]:.3f} | "
-              f"{chacha[1]:.3f} |", flush=True)
+        print(f"| {consumed:,} | {4 * width:,} bytes | {ours:.3f} | "
+              f"{xor:.3f} | 32 bytes | {chacha[0]:.3f} | {chacha[1]:.3f} |",
+              flush=True)
 
 
 def main(argv):

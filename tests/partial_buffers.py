@@ -26,9 +26,13 @@ DEFECTS = ("all_even", "all_odd", "multiples_of_4", "top_bit_set",
 
 
 def released_outputs(run, width, draws, kinds=PARTIAL, seed=0):
-    """{kind: (draws, ...) outputs, or None when every one was refused}
-    for buffers of each kind fed one row at a time to `run(words) ->
-    release`. Asserts that each kind is refused every time or never."""
+    """{kind: the released outputs (concatenated), or None when every one
+    was refused} for buffers of each kind fed one row at a time to
+    `run(words) -> release`. Asserts that each kind is refused every time
+    or almost never: a partly bad buffer uses up some of a check's
+    margin (3 zero words are 2 of the 3 repeated words that fail a
+    128-word buffer), so a chance coincidence among its fresh words
+    refuses it about once in 10^5 or 10^6 calls, which fails closed."""
     rng = np.random.default_rng(seed)
     out = {}
     for kind in kinds:
@@ -36,9 +40,10 @@ def released_outputs(run, width, draws, kinds=PARTIAL, seed=0):
         outputs = [np.asarray(run(fill(rng, 1, width)))
                    for _ in range(draws)]
         refused = [word_generators.refused(o) for o in outputs]
-        assert all(refused) or not any(refused), \
+        assert all(refused) or sum(refused) <= max(1, draws // 1000), \
             f"{kind}: {sum(refused)} of {draws} refused"
-        out[kind] = None if all(refused) else np.concatenate(outputs)
+        kept = [o for o, r in zip(outputs, refused) if not r]
+        out[kind] = np.concatenate(kept) if kept else None
     return out
 
 

@@ -72,7 +72,12 @@ def overrides(program, argv, preset):
         "tfdptext-sweep": [f"--train_args=--preset={preset}",
                            *[f"--train_args={f}" for f in FAST],
                            *[f"--eval_args={f}" for f in EVAL_FAST]],
-        "tfdptext-audit": ["--word_buffers=2"] if "--random_words" in argv
+        # One small phone model, refusals only (the channel test of every
+        # mechanism's phone model runs in tests/test_audit.py and
+        # tests/test_partial_buffers.py).
+        "tfdptext-audit": ["--word_buffers=2", "--word_releases=0",
+                           "--word_models=code_release"]
+        if "--random_words" in argv
         else ["--mechanisms=laplace_vector,broken_noise_off",
               "--samples=20000"],
         "tfdptext-binarize": ["--epochs=1", "--report_sample=100"],
