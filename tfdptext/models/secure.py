@@ -82,8 +82,8 @@ def uniforms_from_words(words):
 
 
 def words_look_random(words, consumed):
-    """(batch, 1) booleans, all equal: whether the call's random words,
-    mixed into `consumed` words, pass the checks (module docstring); the
+    """A scalar boolean: whether the call's random words, mixed into
+    `consumed` words, pass the checks (module docstring); the
     repeated-word check runs over the whole batch."""
     return word_checks.words_look_random(words, consumed)
 
@@ -104,8 +104,8 @@ def _split_words(used, sizes):
 
 
 def _unusable_unless(ok, value):
-    """The release where `ok`, else unusable: NaN, or token id -1."""
-    ok = tf.reshape(ok, [-1] + [1] * (len(value.shape) - 1))
+    """The release where `ok` (a scalar: the call's verdict), else
+    unusable: NaN, or token id -1."""
     if value.dtype.is_integer:
         return tf.where(ok, value, tf.constant(INVALID_TOKEN_ID,
                                                value.dtype))

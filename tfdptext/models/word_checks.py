@@ -17,11 +17,11 @@ per row and does two things with them before releasing anything:
 
 Ops: SPLIT and ADD (g = 2) or SUM (g > 2) for the extraction, which TFLite
 computes modulo 2^32 like TensorFlow (tested, `tests/test_extraction.py`);
-GATHER (the sample), RIGHT_SHIFT, FLOOR_MOD, SUB, UNSORTED_SEGMENT_SUM
-(byte histograms), a small matrix product (bit counts from the byte
-histograms), TOPK_V2 (one sort of the call's sampled words), LOG for the
-repeat limit, which depends on the number of rows and so is computed in
-the graph.
+GATHER (the sample), BITCAST (the words' bytes), FLOOR_MOD and SUB (byte
+steps), UNSORTED_SEGMENT_SUM (byte histograms), a small matrix product
+(bit counts from the byte histograms), TOPK_V2 (one sort of the call's
+sampled words); with a dynamic batch (SecureUserSide) also LOG for the
+repeat limit, which then depends on the number of rows.
 """
 
 import math
@@ -64,19 +64,24 @@ def extract(words, consumed):
 
 
 def words_look_random(words, consumed):
-    """(batch, 1) booleans, all equal: whether the call's words pass.
+    """A scalar boolean: whether the call's words pass (one verdict for
+    every row of the call; it broadcasts against a batch of releases).
 
     Args:
         words: int32 (batch, N), N = `extraction.layout(consumed).words`
             (static).
         consumed: C, the words the mechanism reads.
+
+    Each statistic passes when low < value < high; the margins
+    min(value - low, high - value) of every statistic of every row and
+    the repeat count's (limit - repeats) are reduced to one minimum, so
+    the verdict costs a handful of ops.
     """
     words = tf.cast(words, tf.int32)
     sample = sampled_words(words, consumed)
     values, lows, highs = _row_statistics(sample, consumed)
-    ok = tf.logical_and(tf.greater(values, lows), tf.less(values, highs))
-    ok = tf.logical_and(_all(ok), call_passes(sample))
-    return tf.logical_and(tf.equal(tf.zeros_like(words[:, :1]), 0), ok)
+    margin = tf.reduce_min(tf.minimum(values - lows, highs - values))
+    return tf.minimum(margin, _repeat_margin(sample)) > 0.0
 
 
 def sampled_words(words, consumed):
@@ -149,12 +154,15 @@ def _row_statistics(sample, consumed):
     The byte histograms behind the bit counts (per row and source: the
     sampled words, and for g = 2 the consumed words of the sampled
     groups) and behind the collision counts (per row, block and kind)
-    come from one UNSORTED_SEGMENT_SUM; the ops are few because each one
-    costs about a microsecond in TFLite whatever its size here.
+    come from one UNSORTED_SEGMENT_SUM. Each op costs about a microsecond
+    in TFLite whatever its size here, so the ops are few: the bytes are a
+    BITCAST of the words (little-endian: byte 0 the low byte), and with a
+    static batch (phone models) the histogram offsets are one constant.
     """
     taken = ws.sample(consumed)
     blocks = taken.size // ws.BLOCK
-    rows = tf.shape(sample)[0]
+    static_rows = sample.shape[0]
+    rows = static_rows if static_rows is not None else tf.shape(sample)[0]
     sources = [sample]
     extra = []
     if taken.partners is not None:
@@ -163,41 +171,47 @@ def _row_statistics(sample, consumed):
         extra.append(tf.reduce_sum(
             tf.cast(tf.equal(first, second), tf.float32), axis=-1,
             keepdims=True))
-    source_index = np.concatenate([np.full(int(x.shape[-1]), i)
-                                   for i, x in enumerate(sources)])
+    widths = [int(x.shape[-1]) for x in sources]
     joined = tf.concat(sources, axis=-1) if len(sources) > 1 else sample
-    # The four bytes of every word: (batch, n, 4).
-    planes = tf.math.floormod(tf.bitwise.right_shift(
-        tf.expand_dims(joined, -1), tf.constant(_PLANE_SHIFTS)),
-        ws.BYTE_VALUES)
-    stride = 4 * ws.BYTE_VALUES * len(sources)
-    plane_ids = tf.reshape(
-        planes + (ws.BYTE_VALUES * (np.arange(4)[None, :]
-                                    + 4 * source_index[:, None]))
-        + stride * tf.reshape(tf.range(rows), [-1, 1, 1]), [-1])
-    offset = stride * rows
-    # Low and high bytes of the sampled words in blocks, and their steps.
+    # The four bytes of every word, low byte first: (batch, n, 4).
+    planes = tf.cast(tf.bitcast(joined, tf.uint8), tf.int32)
+    source_index = np.concatenate([np.full(w, i)
+                                   for i, w in enumerate(widths)])
+    per_row = 4 * ws.BYTE_VALUES * len(sources)
+    plane_offsets = ws.BYTE_VALUES * (np.arange(4)[None, :]
+                                      + 4 * source_index[:, None])
+    # Low and high bytes of the sampled words in blocks, and their steps;
+    # kinds: 0 low bytes, 1 low steps, 2 high bytes, 3 high steps.
     lowhigh = tf.reshape(tf.gather(planes[:, :blocks * ws.BLOCK], [0, 3],
                                    axis=-1), [-1, blocks, ws.BLOCK, 2])
     steps = tf.math.floormod(lowhigh[:, :, :-1] - lowhigh[:, :, 1:],
                              ws.BYTE_VALUES)
-    # kinds: 0 low bytes, 1 low steps, 2 high bytes, 3 high steps.
     kind_values = tf.concat([lowhigh, steps], axis=2)  # (b, blocks, 255, 2)
     kind = np.concatenate([np.zeros(ws.BLOCK), np.ones(ws.BLOCK - 1)])[
         :, None] + np.array([0, 2])[None, :]
-    block_ids = offset + tf.reshape(
-        kind_values + ws.BYTE_VALUES * (
-            kind + _KINDS * (tf.reshape(tf.range(blocks), [-1, 1, 1])
-                             + blocks * tf.reshape(tf.range(rows),
-                                                   [-1, 1, 1, 1]))),
-        [-1])
-    ids = tf.concat([plane_ids, block_ids], axis=0)
-    counts = tf.math.unsorted_segment_sum(
+    block_offsets = ws.BYTE_VALUES * (kind[None] + _KINDS * np.arange(
+        blocks)[:, None, None])
+    per_row_blocks = _KINDS * ws.BYTE_VALUES * blocks
+    if static_rows is not None:
+        row = np.arange(static_rows)
+        plane_offsets = plane_offsets[None] + per_row * row[:, None, None]
+        block_offsets = (per_row * static_rows + block_offsets[None]
+                         + per_row_blocks * row[:, None, None, None])
+        plane_ids = planes + plane_offsets.astype(np.int32)
+        block_ids = kind_values + block_offsets.astype(np.int32)
+    else:
+        plane_ids = planes + plane_offsets.astype(np.int32) \
+            + per_row * tf.reshape(tf.range(rows), [-1, 1, 1])
+        block_ids = kind_values + block_offsets.astype(np.int32) \
+            + per_row * rows + per_row_blocks * tf.reshape(
+                tf.range(rows), [-1, 1, 1, 1])
+    ids = tf.concat([tf.reshape(plane_ids, [-1]),
+                     tf.reshape(block_ids, [-1])], axis=0)
+    counts = tf.reshape(tf.math.unsorted_segment_sum(
         tf.ones_like(ids, tf.float32), ids,
-        offset + _KINDS * ws.BYTE_VALUES * blocks * rows)
+        (per_row + per_row_blocks) * rows), [-1, ws.BYTE_VALUES])
     per_plane, per_kind = tf.split(
-        tf.reshape(counts, [-1, ws.BYTE_VALUES]),
-        [4 * len(sources) * rows, _KINDS * blocks * rows], axis=0)
+        counts, [4 * len(sources) * rows, _KINDS * blocks * rows], axis=0)
     bits = tf.reshape(tf.matmul(per_plane, tf.constant(_BITS)),
                       [-1, 32 * len(sources)])
     pairs = tf.minimum(
@@ -212,13 +226,21 @@ def _row_statistics(sample, consumed):
 
 def call_passes(sample):
     """A scalar: whether the call's sampled words, all rows together,
-    pass `word_repeats`. With a static batch the limit is a constant."""
+    pass `word_repeats`."""
+    return _repeat_margin(sample) > 0.0
+
+
+def _repeat_margin(sample):
+    """A float32 scalar, > 0 when the call's sampled words pass
+    `word_repeats`: the limit minus the repeats (a constant limit when the
+    batch is static, as in a phone model), else +1 / -1 from the bound
+    computed in the graph."""
     flat = tf.reshape(tf.cast(sample, tf.int32), [1, -1])
-    repeats = repeat_count(flat)
+    repeats = repeat_count(flat)[0]
     if flat.shape[-1] is not None:
-        limit = ws.word_repeat_limit(int(flat.shape[-1]))
-        return tf.reduce_min(repeats) < float(limit)
-    return _all(repeat_verdict(repeats, tf.size(sample)))
+        return float(ws.word_repeat_limit(int(flat.shape[-1]))) - repeats
+    ok = repeat_verdict(repeats, tf.size(sample))
+    return tf.where(ok, 1.0, -1.0)
 
 
 def repeat_count(words):
