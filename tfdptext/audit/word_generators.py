@@ -554,20 +554,36 @@ def _privatizer_phone(privatizer, shape, dtype, x, before=None, name=""):
                  secure.phone_consumed_words(model))
 
 
+# The d_chi and BRR text-to-text entries have no AuditSetting (the audit
+# has rows of their own): their phone models here use these.
+_TEXT_DEFAULTS = {"dchi": (1.5, (1, 2)), "brr": (1.0, (1, 2))}
+
+
 def _text_phone(name):
     """A registered text-to-text mechanism on the audit's toy table
-    (`tfdptext.audit.mechanisms.text_audit_table`), its setting's pair of
-    ids as a 2-token input."""
+    (`tfdptext.audit.mechanisms.text_audit_table`; BRR on 8-bit codes of
+    its rows' signs), its setting's pair of ids as a 2-token input."""
     from tfdptext import mechanisms as text_mechanisms
     from tfdptext.audit import mechanisms as audit_mechanisms
 
     entry = text_mechanisms.get(name)
     table, vocabulary = audit_mechanisms.text_audit_table()
+    if entry.audit is not None:
+        value, options = entry.audit.value, list(entry.audit.options)
+        pair = entry.audit.pair
+    else:
+        (value, pair), options = _TEXT_DEFAULTS[name], []
+    if entry.table == text_mechanisms.CODES:
+        # 8 distinct bits per row: the rows' signs against 4 directions.
+        directions = np.array([[1, 0], [0, 1], [1, 1], [1, -1]], np.float32)
+        projections = table @ directions.T
+        table = np.concatenate([projections > 0, projections > 1],
+                               axis=1).astype(np.float32)
     settings = text_mechanisms.Settings(
-        entry.audit.value, entry.parse_options(list(entry.audit.options)),
-        table, (0,), (0,), "the audit's toy table", vocabulary)
+        value, entry.parse_options(options), table, (0,), (0,),
+        "the audit's toy table", vocabulary)
     layer = entry.layer(settings)
-    ids = np.array([list(entry.audit.pair)], np.int32)
+    ids = np.array([list(pair)], np.int32)
     return _privatizer_phone(layer, (2,), "int32", ids,
                              name=f"{name}_text_to_text")
 
@@ -597,10 +613,9 @@ def mechanism_phones(names=None):
             layers.DChiNoise(20.0), (16, 384), "float32",
             np.zeros((1, 16, 384), np.float32), name="dchi_tokens_16x384"),
     }
-    for name, entry in text_mechanisms.REGISTRY.items():
-        if entry.audit is not None:
-            builders[f"{name}_text_to_text"] = (
-                lambda name=name: _text_phone(name))
+    for name in text_mechanisms.REGISTRY:
+        builders[f"{name}_text_to_text"] = (
+            lambda name=name: _text_phone(name))
     wanted = list(builders) if names is None else list(names)
     unknown = [n for n in wanted if n not in builders]
     if unknown:

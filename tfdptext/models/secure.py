@@ -283,11 +283,10 @@ def secure_user_model(user, split_point, max_length):
 
 def phone_consumed_words(model):
     """The words the mechanism of a model built here (`secure_user_model`,
-    `secure_privatizer_model`) reads per row, before mixing."""
-    for layer in model.layers:
-        if isinstance(layer, _RandomWordsNoise):
-            return layer.consumed
-        if isinstance(layer, _CheckedPrivatizer):
+    `secure_privatizer_model`, or a model wrapping one) reads per row,
+    before mixing."""
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, (_RandomWordsNoise, _CheckedPrivatizer)):
             return layer.consumed
     raise ValueError(f"{model.name} takes no random words through a "
                      "checked privatization layer.")
