@@ -59,7 +59,10 @@ def _settings():
     the label rows and Table 4 share, then the rest."""
     out = [("none", ["--mode=none"])]
     label_eta = f"{FLAGS.label_eta:g}"
-    etas = [label_eta] + [e for e in FLAGS.eta if e != label_eta]
+    # The label rows' eta first, then the others from the largest (where
+    # the modes learn) down.
+    etas = [label_eta] + sorted([e for e in FLAGS.eta if e != label_eta],
+                                key=float, reverse=True)
     for eta in etas:
         for mode in FLAGS.modes:
             for release in RELEASES:
