@@ -328,8 +328,10 @@ def test_reference_from_a_confusion_matrix():
     assert report["reference_model"] == "confusion"
     assert report["reference_accuracy"] == pytest.approx(accuracy_of(
         skewed))
-    assert report["limit"] == pytest.approx(limit.rr_reference(
+    assert report["limit"] == pytest.approx(limit.reference_limit(
         report["epsilon_per_text"], skewed))
+    assert report["randomized_response"] == pytest.approx(
+        limit.rr_reference(report["epsilon_per_text"], skewed))
     with pytest.raises(ArgumentError, match="reference_confusion"):
         limit.limit_report(categorical.code_guarantee(2.0, 3), 0.7, 3,
                            reference_confusion=np.eye(2))
@@ -364,8 +366,9 @@ def test_limit_report_kind_and_share():
     with_reference = limit.limit_report(code, 0.6, 4, 0.85)
     assert with_reference["kind"] == limit.REFERENCE
     assert with_reference["limit"] < uniform["limit"]
+    # The bound is a theorem for any prior (the linear program).
     skewed = limit.limit_report(code, 0.6, 4, prior=[5, 1, 1, 1])
-    assert skewed["bound_kind"] == limit.REFERENCE
+    assert skewed["bound_kind"] == skewed["kind"] == limit.THEOREM
     binary = limit.limit_report(categorical.code_guarantee(1.0, 2), 0.6, 2,
                                 prior=[5, 1])
     assert binary["kind"] == limit.THEOREM
@@ -415,6 +418,10 @@ def test_sweep_summary_draws_accuracy_against_the_limit(tmp_path):
     table = (tmp_path / "summary.md").read_text()
     assert "share_of_limit" in table and "| _limit" not in table
     curve = sweep.limit_curve(rows[0]["_limit"], [1.0])
+    assert curve[0] == pytest.approx(limit.limit_at(
+        1.0, 2, [0.5, 0.5], reference_accuracy=0.9))
+    # Two classes, even errors, uniform prior: randomized response on
+    # the prediction is the best channel on it.
     assert curve[0] == pytest.approx(limit.rr_limit(1.0, 2, 0.9, [1, 1]))
 
 
