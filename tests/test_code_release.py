@@ -447,6 +447,25 @@ def test_bayes_table_decodes_by_the_prior_and_the_channel():
     assert (table[:, 2:] < table[:, :2].min(axis=1, keepdims=True)).all()
 
 
+def test_fewer_codes_than_classes_share_codes():
+    # m = 2 < K = 4 on AG's prior: classes 1, 2, 3 share code 1.
+    prior = [0.58, 0.371, 0.007, 0.042]
+    channel = categorical.transition_matrix(2.0, 2)
+    table = code_lib.bayes_table(prior, channel, 2, groups=[0, 1, 1, 1])
+    np.testing.assert_array_equal(table.argmax(axis=1), [0, 1])
+    sent = code_lib.code_assignment(2, np.asarray(prior), [0, 1, 1, 1])
+    joint = np.asarray(prior)[:, None] * (sent @ channel)
+    pseudo = 0.5 * np.asarray(prior) + 0.125
+    expected = (joint.T + pseudo) / (joint.T + pseudo).sum(1, keepdims=True)
+    np.testing.assert_allclose(np.exp(table), expected, rtol=1e-5)
+    # Without groups, the m most frequent classes own the codes.
+    np.testing.assert_array_equal(
+        code_lib.code_assignment(3, np.asarray(prior)).argmax(axis=1),
+        [0, 1, 0, 2])
+    with pytest.raises(ArgumentError, match="groups"):
+        code_lib.code_assignment(2, np.asarray(prior), [0, 1, 2, 1])
+
+
 def test_refit_decoder_is_the_posterior_of_the_released_codes():
     decoder = code_lib.CodeDecoder(3, 2)
     decoder.build((None,))

@@ -155,3 +155,24 @@ def test_bad_arguments_and_the_size_limit():
     # A huge epsilon: the non-private optimum (no overflow).
     assert identification.identification_limit(AG_PRIOR, 500.0) == \
         pytest.approx(1.0)
+
+
+def test_code_grouping_reaches_the_program_on_ags_prior():
+    def transition_of(epsilon):
+        return lambda m: categorical.transition_matrix(epsilon, m)
+
+    for epsilon in (0.5, 1.0, 2.0):
+        plan = identification.code_grouping(AG_PRIOR, epsilon,
+                                            transition_of(epsilon))
+        # Two codes: the two big classes, the small ones sharing class 1's.
+        assert plan.num_codes == 2 and plan.groups[:2] == (0, 1)
+        assert plan.accuracy == pytest.approx(plan.bound, abs=1e-6)
+        assert plan.bound == pytest.approx(limit.bound(epsilon, 4,
+                                                       AG_PRIOR))
+    plan = identification.code_grouping(AG_PRIOR, 8.0, transition_of(8.0))
+    assert plan.num_codes == 4 and plan.groups == (0, 1, 2, 3)
+    uniform = identification.code_grouping(np.ones(3), 1.0,
+                                            transition_of(1.0))
+    assert uniform.num_codes == 3
+    assert identification.top_m_grouping(AG_PRIOR, 3).tolist() == \
+        [0, 1, 0, 2]

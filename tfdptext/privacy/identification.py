@@ -213,3 +213,107 @@ def joint_from_confusion(confusion):
     matrix of counts (row the true class, column the prediction)."""
     counts = np.asarray(confusion, np.float64)
     return (counts / counts.sum()).T
+
+
+def grouped_accuracy(prior, groups, transition):
+    """Accuracy of sending class x's code groups[x] through `transition`
+    (m x m, P[released | code]) and decoding each released code to its
+    likeliest class (Bayes): sum_c max_x prior_x T[groups[x], c]. The
+    code release of a perfect code head reaches it.
+
+    Example (binary randomized response on AG's two big classes, eps 1):
+    >>> from tfdptext.privacy import categorical
+    >>> t = categorical.transition_matrix(1.0, 2)
+    >>> round(grouped_accuracy([0.58, 0.371, 0.007, 0.042], [0, 1, 1, 1],
+    ...                        t), 3)
+    0.695
+    """
+    prior = np.asarray(prior, np.float64)
+    prior = prior / prior.sum()
+    sent = np.asarray(transition, np.float64)[np.asarray(groups)]
+    return float((prior[:, None] * sent).max(axis=0).sum())
+
+
+@dataclasses.dataclass(frozen=True)
+class CodeGrouping:
+    """How many codes a code release uses and which classes share one.
+
+    Attributes:
+        num_codes: m >= 2.
+        groups: (K,) the code of each class.
+        accuracy: `grouped_accuracy` of the grouping through m-ary
+            randomized response at the epsilon asked for (a perfect head).
+        bound: the program's optimum for the prior (`identification_limit`).
+        source: "program" (read off an optimal channel) or "top_m" (the m
+            most frequent classes own a code each, the rest share the
+            most frequent class's code).
+    """
+
+    num_codes: int
+    groups: tuple
+    accuracy: float
+    bound: float
+    source: str
+
+
+def _program_grouping(prior, optimum):
+    """(m, groups) read off an optimal channel: the guesses it uses are
+    the codes (at least two: the likeliest class is added), and each class
+    takes the code it is most often guessed as."""
+    used = optimum.used_guesses(np.diag(prior))
+    for y in np.argsort(-prior, kind="stable"):
+        if len(used) >= 2:
+            break
+        if int(y) not in used:
+            used = sorted(used + [int(y)])
+    channel = optimum.channel[:, used]
+    groups = channel.argmax(axis=1)
+    for code, y in enumerate(used):
+        groups[y] = code
+    return len(used), groups
+
+
+def top_m_grouping(prior, num_codes):
+    """(K,) codes: the `num_codes` most frequent classes own a code each
+    (by decreasing frequency), the others share the most frequent class's
+    code (0)."""
+    prior = np.asarray(prior, np.float64)
+    order = np.argsort(-prior, kind="stable")
+    groups = np.zeros(len(prior), np.int64)
+    groups[order[:num_codes]] = np.arange(num_codes)
+    return groups
+
+
+def code_grouping(prior, epsilon, transition_of):
+    """The code release's number of codes and class-to-code grouping for
+    classes of `prior` at `epsilon` per text (`--num_codes=auto`).
+
+    Candidates: the grouping read off an optimal channel of the program
+    (the guesses it uses become the codes), and for every m in [2, K] the
+    m most frequent classes with a code each (the others sharing the most
+    frequent one's code). The one whose `grouped_accuracy` through m-ary
+    randomized response (`transition_of(m)`, the matrix that runs) is
+    highest wins; ties go to the program's, then to more codes.
+
+    Example (AG's prior at eps 1: two codes, the two big classes):
+    >>> from tfdptext.privacy import categorical
+    >>> plan = code_grouping([0.58, 0.371, 0.007, 0.042], 1.0,
+    ...     lambda m: categorical.transition_matrix(1.0, m))
+    >>> plan.num_codes, plan.groups[:2], round(plan.accuracy, 3)
+    (2, (0, 1), 0.695)
+    """
+    prior = np.asarray(prior, np.float64)
+    prior = prior / prior.sum()
+    k = len(prior)
+    optimum = best_channel(np.diag(prior), epsilon)
+    m, groups = _program_grouping(prior, optimum)
+    candidates = [(grouped_accuracy(prior, groups, transition_of(m)), 1, m,
+                   groups, "program")]
+    for m in range(2, k + 1):
+        groups = top_m_grouping(prior, m)
+        candidates.append((grouped_accuracy(prior, groups, transition_of(m)),
+                           0, m, groups, "top_m"))
+    best = max(candidates, key=lambda c: (round(c[0], 12), c[1], c[2]))
+    accuracy, _, m, groups, source = best
+    return CodeGrouping(int(m), tuple(int(g) for g in groups), accuracy,
+                        optimum.value, source)

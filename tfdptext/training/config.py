@@ -23,6 +23,8 @@ EPSILON_MECHANISMS = ("laplace", "rr") + mechanisms.with_parameter(
 # (a vector, the DPNR release) or a learned code of `num_codes` values
 # (released by m-ary randomized response, mechanism rr).
 RELEASES = ("representation", "code")
+# --num_codes=auto: the code release's m and grouping from the prior.
+AUTO_CODES = "auto"
 # The modes that may release a code: mode none (a non-private code, the
 # reference) and robust (the code by randomized response; everything
 # trains with the exact expected loss over the channel).
@@ -139,9 +141,13 @@ class TrainConfig:
         "representation: a vector (DPNR); code: one of --num_codes codes "
         "per text, by randomized response at --epsilon per text (mechanism "
         "rr; the best release for one task at a small epsilon).", RELEASES)
-    num_codes: int | None = _field(
-        None, "--release=code: how many codes m (default: the number of "
-        "classes; more gives several codes per class), in [2, 65536].")
+    num_codes: int | str | None = _field(
+        None, "--release=code: how many codes m, in [2, 65536] (default: "
+        "the number of classes K; more gives several codes per class, fewer "
+        "makes classes share a code), or auto: m and which classes share a "
+        "code from the training labels' prior and --epsilon, read off the "
+        "best LDP channel for that prior (at a small epsilon on skewed data "
+        "fewer codes than classes name the big classes more often).")
     epsilon: float | None = _field(
         None, "Laplace epsilon (unit: --sensitivity), BRR's per-bit "
         "epsilon (mode text_to_text with --codes), or the code release's "
@@ -394,9 +400,17 @@ class TrainConfig:
                     f"vector release); a code release takes --num_codes "
                     f"and --epsilon only, received {name}="
                     f"{getattr(self, name)!r}.")
-        if self.num_codes is not None:
+        if self.num_codes is not None and self.num_codes != AUTO_CODES:
+            value = self.num_codes
+            if isinstance(value, str):
+                if not value.strip().isdigit():
+                    raise ArgumentError(
+                        f"`num_codes` must be an integer in [2, "
+                        f"{categorical.MAX_VALUES}] or {AUTO_CODES!r}, "
+                        f"received {value!r}.")
+                value = int(value)
             self.num_codes = categorical.check_num_values("num_codes",
-                                                          self.num_codes)
+                                                          value)
 
     def _validate_training_release(self):
         """once by default where the training texts come from users; the

@@ -374,9 +374,18 @@ def _measure(config, built, dataset, guarantee, session, *, dev,
                                                       release_record)
     history = session.history.history
     test_labels = dataset.splits["test"].labels
-    num_codes = None
+    num_codes, code_plan = None, None
     if config.release == "code":
-        num_codes = builder.num_codes_of(config, dataset.num_classes)
+        plan = builder.code_plan(config, _class_prior(config, dataset))
+        num_codes = plan.num_codes
+        code_plan = {
+            "requested": config.num_codes, "num_codes": plan.num_codes,
+            "groups": None if plan.groups is None else list(plan.groups),
+            "source": plan.source,
+            # On the training labels' prior: what a perfect code head
+            # reaches through the channel that runs, and the theorem.
+            "perfect_head_accuracy": plan.accuracy,
+            "bound": plan.bound}
     return {
         "mode": config.mode,
         "mechanism": config.mechanism,
@@ -386,6 +395,7 @@ def _measure(config, built, dataset, guarantee, session, *, dev,
                        "private_dim": config.private_dim,
                        "normalization": config.normalization,
                        "release": config.release, "num_codes": num_codes,
+                       "code_plan": code_plan,
                        "label_epsilon": config.label_epsilon,
                        "training_release": config.training_release,
                        "adv_lambda": config.adv_lambda,
@@ -504,8 +514,6 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=(),
     adv_attributes = None
     if config.mode == "adv":  # checked before anything is written
         adv_attributes = adv_attributes_for(config, dataset)
-    if config.release == "code":  # checked before anything is written
-        builder.num_codes_of(config, dataset.num_classes)
     with devices.precision_policy(devices.policy_for(gpu)):
         return _train_in(run, config, dataset, state, strategy,
                          adv_attributes=adv_attributes, gpu=gpu,
