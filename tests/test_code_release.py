@@ -77,6 +77,8 @@ def test_implemented_epsilon_is_the_largest_ratio_of_the_matrix():
             np.array(matrix, np.float64), rtol=1e-12)
 
 
+@pytest.mark.filterwarnings(
+    "ignore::tfdptext.privacy.guarantee.EpsilonMismatchWarning")
 def test_stated_epsilon_is_never_below_either_grid():
     for epsilon in (0.05, 1.0, 7.5, 20.0):
         for m in (2, 4, 65536):
@@ -87,10 +89,29 @@ def test_stated_epsilon_is_never_below_either_grid():
 
 
 def test_huge_epsilon_is_stated_as_implemented_not_as_asked():
-    # The keep threshold stops at 2^bits - 1: epsilon 50 runs as ~16.6.
-    g = categorical.code_guarantee(50.0, 2)
+    # The keep threshold stops at 2^bits - 1: epsilon 50 runs as ~16.6,
+    # and the user is told.
+    with pytest.warns(guarantee_lib.EpsilonMismatchWarning, match="below"):
+        g = categorical.code_guarantee(50.0, 2)
     assert 15.0 < g.value < 17.0
     assert g.details["requested_epsilon"] == 50.0
+
+
+def test_implemented_epsilon_above_the_request_warns():
+    # A tiny epsilon over 2^16 values: the modulo bias and the 23-bit grid
+    # give 0.0078 for 0.001 asked; the guarantee states it, with a warning.
+    with pytest.warns(guarantee_lib.EpsilonMismatchWarning,
+                      match="times the 0.001"):
+        g = categorical.code_guarantee(1e-3, 2**16)
+    assert g.value == pytest.approx(0.00778, rel=1e-3)
+    with pytest.warns(guarantee_lib.EpsilonMismatchWarning):
+        categorical.label_guarantee(1e-3, 2**16)
+    import warnings
+
+    with warnings.catch_warnings():  # within 1%: silent
+        warnings.simplefilter("error")
+        categorical.code_guarantee(1.0, 4)
+        categorical.code_guarantee(1e-3, 2)
 
 
 @pytest.mark.parametrize("bad", [1, 0, 65537, 2.5, True, "4"])
