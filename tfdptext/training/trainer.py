@@ -160,9 +160,13 @@ def _build(config, dataset, adv_attributes):
                             class_prior=_class_prior(config, dataset))
         if adv_attributes is None:
             # Released once: fit trains the server on the recorded release
-            # (the user side is frozen and outside the fit).
-            model = split.server if _released_once(config) else (
-                split.training_model or split.model)
+            # (the user side is frozen and outside the fit), through a
+            # model of its own layers, so that server_side.keras is saved
+            # without the optimizer (as it is inside split.model).
+            model = (keras.Model(split.server.input, split.server.output,
+                                 name="server_training_model")
+                     if _released_once(config)
+                     else split.training_model or split.model)
             return _Built(tokenizer, split, model, None, "val_loss",
                           _task_loss(config, split, dataset.num_classes))
         # One model, one fit: total loss = task loss + the attacker heads'
