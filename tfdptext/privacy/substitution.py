@@ -258,23 +258,30 @@ def truncated_gumbel_guarantee(epsilon, exact, scale, bound, max_candidates,
 
 
 def diffractor_guarantee(epsilon, list_length, total_variation, bits,
-                         largest_shift, description):
+                         largest_shift, description, deltas):
     """1-Diffractor (Meisenbacher et al. 2024) on one list: eps *
     |pos(x) - pos(x')| metric DP per token, positions in the 1-D list of
     the candidates built from `description` by a greedy nearest-neighbour
-    walk; delta from the integer sampler's total variation
-    (`tfdptext.substitution.diffractor`), stated at a pair log-ratio of 1
-    as the exponential mechanisms' is.
+    walk, with a delta that depends on the pair's distance d in the list
+    (`tfdptext.substitution.diffractor.pair_deltas`): `deltas` is
+    `delta_statement`'s summary, and the guarantee's delta is delta(1),
+    the closest pairs', said so.
 
     Example:
-    >>> g = diffractor_guarantee(1.0, 30000, 2.2e-9, 32, 21, "GloVe")
+    >>> g = diffractor_guarantee(1.0, 30000, 2.2e-9, 32, 21, "GloVe",
+    ...     {"delta_at_distance_1": 3.4e-9, "disjoint_from_distance": 43,
+    ...      "largest_distance_with_delta_at_most": {"1e-06": 7}})
     >>> g.unit, g.parameter, f"{g.delta:.2g}"
-    ('per_token', 'epsilon', '8.2e-09')
+    ('per_token', 'epsilon', '3.4e-09')
     """
     epsilon = validation.check_positive("epsilon", epsilon)
     length = validation.check_int("list_length", list_length, minimum=2)
     source = ("one random word per token (B = 32)" if bits == 32 else
               f"floor(U 2^{bits}) of one uniform per token (B = {bits})")
+    levels = "; ".join(
+        f"delta <= {level} up to d = {d}" for level, d in
+        deltas["largest_distance_with_delta_at_most"].items())
+    disjoint = deltas["disjoint_from_distance"]
     return guarantee_lib.Guarantee(
         mechanism="diffractor_text_to_text",
         parameter="epsilon",
@@ -289,7 +296,7 @@ def diffractor_guarantee(epsilon, list_length, total_variation, bits,
                 "special input that is not passed through (e.g. [UNK]) "
                 "takes its nearest candidate's position; the list is "
                 "public (a function of the public table)"),
-        delta=exponential.hockey_stick_delta(total_variation, 1.0),
+        delta=float(deltas["delta_at_distance_1"]),
         composition=PER_TOKEN_COMPOSITION,
         conditions=(
             "1-Diffractor's geometric mechanism (Meisenbacher, Chevli, "
@@ -303,12 +310,18 @@ def diffractor_guarantee(epsilon, list_length, total_variation, bits,
             f"floor(2^B q^m / (1 + q)) / 2^B (the counts computed once in "
             f"float64), |Z| <= {largest_shift} (the largest m with a "
             f"non-zero count), drawn by comparing {source} "
-            "with integer thresholds (no floating point): within total "
-            f"variation {total_variation:.3g} of the exact Z (computed "
-            "from the integer counts, rounded up), so a pair of inputs "
-            f"whose exact log-ratio bound is L has delta = "
-            f"{total_variation:.3g} * (1 + e^L); the stated delta is at "
-            "L = 1",
+            "with integer thresholds (no floating point); total variation "
+            f"{total_variation:.3g} from the exact Z",
+            "delta depends on the pair: two words d positions apart are "
+            "(eps d, delta(d))-indistinguishable, delta(d) the exact "
+            "hockey-stick divergence of the two implemented output laws "
+            "(from the integer counts, rounded up; `pair_bound` gives a "
+            "pair's); the stated delta is delta(1), the closest pairs'; "
+            f"{levels}; delta(d) grows with d because no shift beyond "
+            f"{largest_shift} is drawn"
+            + (f", and from d = {disjoint} on the two words' outputs are "
+               "disjoint (delta = 1: a release tells such words apart)"
+               if disjoint else ""),
             "one table, one list: the package's mixture over several "
             "embedding models (each model's list gives a candidate, one "
             "of them picked uniformly) is not built; with m lists it "
@@ -316,5 +329,6 @@ def diffractor_guarantee(epsilon, list_length, total_variation, bits,
             TEXT_TO_TEXT_CONDITION),
         details={"list_length": length, "sampler_bits": bits,
                  "largest_shift": largest_shift,
-                 "sampler_total_variation": total_variation},
+                 "sampler_total_variation": total_variation,
+                 "pair_deltas": deltas},
     )
