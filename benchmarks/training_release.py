@@ -7,8 +7,8 @@ of the same budget.
 
 Every run is an ordinary `tfdptext-train` run directory under
 --output_dir (a rerun skips finished runs and resumes an interrupted one),
-run one at a time, seed by seed (so that a partial grid already has every
-setting once). The seed sets the initial weights and the order of the
+run one at a time, every seed of a setting before the next setting (so
+that a partial grid holds whole cells). The seed sets the initial weights and the order of the
 batches; the releases are fresh from os.urandom in every run.
 
     nice -n 10 .venv/bin/python benchmarks/training_release.py \\
@@ -55,27 +55,34 @@ flags.DEFINE_bool("collect_only", False, "Only print the finished runs.")
 
 
 def _settings():
-    """(name, flags) of every setting, the reference first, then the ones
-    the label rows and Table 4 share, then the rest."""
+    """(name, flags) of every setting in priority order: the reference,
+    text_to_text at the label rows' eta (both releases), the label rows,
+    then the other modes and etas."""
     out = [("none", ["--mode=none"])]
     label_eta = f"{FLAGS.label_eta:g}"
     # The label rows' eta first, then the others from the largest (where
     # the modes learn) down.
     etas = [label_eta] + sorted([e for e in FLAGS.eta if e != label_eta],
                                 key=float, reverse=True)
+    modes = {eta: list(FLAGS.modes) for eta in etas}
+    if "text_to_text" in modes[label_eta]:
+        modes[label_eta].remove("text_to_text")
+        for release in RELEASES:
+            out.append((f"text_to_text_eta{label_eta}_{release}",
+                        ["--mode=text_to_text", f"--eta={label_eta}",
+                         f"--training_release={release}"]))
+    for eps in FLAGS.label_epsilon:
+        for release in RELEASES:
+            out.append((f"text_to_text_eta{label_eta}_label{eps}_{release}",
+                        ["--mode=text_to_text", f"--eta={label_eta}",
+                         f"--label_epsilon={eps}",
+                         f"--training_release={release}"]))
     for eta in etas:
-        for mode in FLAGS.modes:
+        for mode in modes[eta]:
             for release in RELEASES:
                 out.append((f"{mode}_eta{eta}_{release}",
                             [f"--mode={mode}", f"--eta={eta}",
                              f"--training_release={release}"]))
-        if eta == label_eta:
-            for eps in FLAGS.label_epsilon:
-                for release in RELEASES:
-                    out.append((f"text_to_text_eta{eta}_label{eps}_{release}",
-                                ["--mode=text_to_text", f"--eta={eta}",
-                                 f"--label_epsilon={eps}",
-                                 f"--training_release={release}"]))
     return out
 
 
@@ -193,8 +200,11 @@ def main(argv):
     del argv
     print(f"machine: {machine.cpu_name()}")
     if not FLAGS.collect_only:
-        for seed in range(FLAGS.seeds):
-            for name, extra in _settings():
+        # Setting by setting, every seed of one before the next (the
+        # settings in priority order), so that a partial grid holds whole
+        # cells.
+        for name, extra in _settings():
+            for seed in range(FLAGS.seeds):
                 _train(name, extra, seed)
     text = "\n".join(
         [f"Budget: {FLAGS.dataset}, the first {FLAGS.max_train_examples} "
