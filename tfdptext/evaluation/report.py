@@ -112,35 +112,33 @@ def limit_text(limit):
     (`tfdptext.privacy.limit.limit_report`, plus its reference source)."""
     if not limit.get("applies"):
         return f"No limit applies: {limit['reason']}."
-    bound = (f"no (eps, delta)-LDP release of a text at this epsilon lets "
-             f"any server name the class more often than "
-             f"{_f(limit['bound_any_classifier'])} for the test split's "
-             "class frequencies (a theorem: the linear program over LDP "
-             "channels)")
-    if limit.get("reference_given"):
-        what = ("its confusion matrix on the test split" if
-                limit.get("reference_model") == "confusion" else
-                "its accuracy, its errors taken as spread evenly")
-        whose = (f"the best LDP channel applied to the prediction of the "
-                 f"non-private reference (accuracy "
-                 f"{_f(limit['reference_accuracy'])}, "
-                 f"{limit.get('reference_source')}), from {what}: "
-                 f"{_f(limit['limit'])} (a reference for releases built on "
-                 "that classifier, not a bound on every release)")
-    else:
-        whose = (f"the bound itself, {_f(limit['limit'])} "
-                 "(`tfdptext-eval --reference_run` adds the non-private "
-                 "run of the same budget)")
+    bound = (f"no release of a text at this epsilon lets any server name "
+             f"the class more often than {_f(limit['bound_any_classifier'])}"
+             " for the test split's class frequencies (a theorem: the "
+             "linear program over LDP channels)")
+    rr = limit.get("randomized_response")
     share = (f"this release reaches {limit['share_of_limit']:.3f} of it"
              + (f" (95% interval {limit['share_of_limit_95'][0]:.3f}-"
                 f"{limit['share_of_limit_95'][1]:.3f} over "
                 f"{limit['num_texts']} test texts)"
                 if "share_of_limit_95" in limit else ""))
-    rr = limit.get("randomized_response")
-    return (f"Limit at {limit['epsilon_per_text']:.4g} per text (delta "
-            f"{limit['delta']:.2g}): {whose}; {share}. Bound: {bound}."
-            + (f" K-ary randomized response on the same reference gets "
-               f"{_f(rr)}." if rr is not None else ""))
+    head = (f"Limit at {limit['epsilon_per_text']:.4g} per text (delta "
+            f"{limit['delta']:.2g}): ")
+    if not limit.get("reference_given"):
+        return (head + bound + (f"; K-ary randomized response gets {_f(rr)}"
+                                if rr is not None else "") + f"; {share}.")
+    what = ("its confusion matrix on the test split" if
+            limit.get("reference_model") == "confusion" else
+            "its accuracy, its errors taken as spread evenly")
+    return (head + f"the best LDP channel applied to the prediction of the "
+            f"non-private reference (accuracy "
+            f"{_f(limit['reference_accuracy'])}, "
+            f"{limit.get('reference_source')}), from {what}: "
+            f"{_f(limit['limit'])} (a reference for releases built on that "
+            "classifier, not a bound on every release"
+            + (f"; K-ary randomized response on it gets {_f(rr)}"
+               if rr is not None else "")
+            + f"); {share}. Bound: {bound}.")
 
 
 def write_report(result, output_dir):
