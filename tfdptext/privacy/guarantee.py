@@ -225,12 +225,14 @@ class EpsilonMismatchWarning(UserWarning):
     runs)."""
 
 
-def check_implemented(mechanism, requested, implemented, why):
+def check_implemented(mechanism, requested, implemented, why,
+                      warn_below=True):
     """Warns (EpsilonMismatchWarning) when the implemented epsilon is more
     than 1% above the requested one (a weaker guarantee than asked: the
-    guarantee states it), or more than 1% below (more noise, less utility
-    than asked). `why`: what makes them differ (the sampler's grid).
-    Returns `implemented`.
+    guarantee states it), or, with `warn_below`, more than 1% below (more
+    noise, less utility than asked; not for a mechanism whose exact
+    log-ratio is below its parameter by design). `why`: what makes them
+    differ (the sampler's grid). Returns `implemented`.
 
     Example:
     >>> check_implemented("rr", 1.0, 1.0000001, "the 24-bit grid")
@@ -245,7 +247,8 @@ def check_implemented(mechanism, requested, implemented, why):
             f"for ({why}); the guarantee states {implemented:.6g}. Ask for "
             "a larger epsilon or fewer values to keep them close.",
             EpsilonMismatchWarning, stacklevel=3)
-    elif implemented < requested * (1.0 - IMPLEMENTED_TOLERANCE):
+    elif warn_below and \
+            implemented < requested * (1.0 - IMPLEMENTED_TOLERANCE):
         warnings.warn(
             f"{mechanism}: the epsilon that runs, {implemented:.6g}, is "
             f"below the {requested:.6g} asked for ({why}): the release is "

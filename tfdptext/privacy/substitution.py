@@ -180,6 +180,10 @@ def custext_guarantee(epsilon, implemented, top_k, description,
     the same output set, the exact epsilon of the integer sampler; none
     across sets or for kept words (CusText+)."""
     epsilon = validation.check_positive("epsilon", epsilon)
+    guarantee_lib.check_implemented(
+        "CusText", epsilon, implemented,
+        "integer counts out of 2^23, each output at least 1",
+        warn_below=False)  # the exact log-ratio within a set may be lower
     conditions = [
         f"output sets of {top_k} near words of {description} partition the "
         "vocabulary (Chen et al. 2023's conservative mapping, in table "
