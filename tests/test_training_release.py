@@ -95,6 +95,11 @@ def test_privatizer_draws_per_text_across_epochs(tiny_preset, corpus,
         assert record["texts"] == {"train": len(corpus.splits["train"]),
                                    "dev": len(corpus.splits["dev"])}
         assert record["guarantee"]["randomness"] == "os_entropy"
+        # The delta of the random-word sampler that drew the release, not
+        # of TensorFlow's 23-bit uniforms (the split's own guarantee).
+        assert record["guarantee"]["delta"] == \
+            record["release_guarantee"]["delta"] < \
+            metrics["guarantee"]["delta"]
         assert "released once" in record["guarantee"]["composition"]
         assert "training label" in example["composition"]
     else:

@@ -350,14 +350,18 @@ def _limit(guarantee, accuracy, dataset):
                               prior=prior, num_texts=len(labels))
 
 
-def _training_data(config, guarantee, release_record):
+def _training_data(config, release_record):
     """metrics.json's "training_release" (None where the training texts
     are the server's own) and what the training texts guarantee to the
     users who sent them (the label composed in "label_privacy")."""
+    from tfdptext.privacy.guarantee import Guarantee
+
     if not config.frozen_user_side:
         return None, None
     record = release_record or {"mode": config.training_release}
-    text = user_release.training_data_guarantee(config, guarantee)
+    drawn = record.get("release_guarantee")
+    text = user_release.training_data_guarantee(
+        config, None if drawn is None else Guarantee.from_dict(drawn))
     record = {**record, "guarantee": text.to_dict(),
               "guarantee_text": str(text)}
     return record, text
@@ -374,7 +378,7 @@ def _measure(config, built, dataset, guarantee, session, *, dev,
     dev_labels, dev_predicted = _predictions(dev_model, dev_batches)
     dev = _scores_of(dev_labels, dev_predicted, dataset.num_classes)
     test = _scores(built.split.model, test_batches, dataset.num_classes)
-    training_release, text_guarantee = _training_data(config, guarantee,
+    training_release, text_guarantee = _training_data(config,
                                                       release_record)
     history = session.history.history
     test_labels = dataset.splits["test"].labels

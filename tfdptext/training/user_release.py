@@ -28,7 +28,6 @@ import numpy as np
 from tfdptext import rundir
 from tfdptext.models import split_spec
 from tfdptext.privacy import guarantee as guarantee_lib
-from tfdptext.privacy import randomness
 from tfdptext.training import label_privacy
 
 ONCE, PER_EPOCH = "once", "per_epoch"
@@ -192,6 +191,9 @@ def released_inputs(run, config, split, tokenizer, dataset, error,
         drawn = True
     record = {
         "mode": ONCE, "file": rundir.TRAINING_RELEASE,
+        # What the user side guaranteed for these releases (its randomness:
+        # os.urandom words, so the random-word sampler's delta).
+        "release_guarantee": expected["guarantee"],
         "texts": {n: len(r) for n, r in released.items()},
         "real_tokens": {n: int(r.lengths.sum()) for n, r in
                         released.items()},
@@ -247,26 +249,28 @@ def batches(released, spec, labels, *, batch_size, pad_id, shuffle=False,
         steps)).prefetch(2)
 
 
-def training_data_guarantee(config, text_guarantee, label_guarantee=None):
+def training_data_guarantee(config, release_guarantee,
+                            label_guarantee=None):
     """What the run's training data guarantees to the users who sent it.
 
-    once: the user side's guarantee with os.urandom as its randomness
-    (one release per text), composed with the label's when labels are
-    randomized (`tfdptext.privacy.categorical.with_label`); per_epoch: no
-    guarantee (PER_EPOCH_REASON).
+    once: `release_guarantee`, the guarantee of the secure user side that
+    drew the release (os.urandom words), one release per text, composed
+    with the label's when labels are randomized
+    (`tfdptext.privacy.categorical.with_label`); per_epoch: no guarantee
+    (PER_EPOCH_REASON).
     """
     from tfdptext.privacy import categorical
 
-    if config.training_release != ONCE or not text_guarantee.is_private:
+    if config.training_release != ONCE or release_guarantee is None or \
+            not release_guarantee.is_private:
         return guarantee_lib.Guarantee.none(
             "training_data", PER_EPOCH_REASON if config.training_release
             == PER_EPOCH else "the user side releases the text without "
             "privatization")
-    text = text_guarantee.with_randomness(randomness.OS_ENTROPY)
-    text = dataclasses.replace(text, composition=(
+    text = dataclasses.replace(release_guarantee, composition=(
         "each training and dev text released once, before training "
         "(recorded in the run; every epoch reads that release). "
-        + text.composition))
+        + release_guarantee.composition))
     if label_guarantee is None:
         return text
     return categorical.with_label(text, label_guarantee)
