@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Accuracy against epsilon per text for every release of one text, beside
-the non-private run of the same budget and the randomized-response limit.
+the non-private run of the same budget, the limit (the best LDP channel on
+its predictions) and the bound (`tfdptext.privacy.limit`).
 
 For each data set, trains (tfdptext-train) and evaluates (tfdptext-eval
 --reference_run=<the non-private run>) at each epsilon per text:
@@ -12,8 +13,8 @@ For each data set, trains (tfdptext-train) and evaluates (tfdptext-eval
 - code_m_2K: the same with 2K codes;
 
 and prints (and writes with --markdown / --plot / --json_out) one row per
-cell: accuracy, macro-F1, the limit from the non-private accuracy, the share
-of it, the entity attackers' 1 - F (AG) and the guarantee as the run
+cell: accuracy, macro-F1, the limit from the non-private run's confusion
+matrix, the share of it, the entity attackers' 1 - F (AG) and the guarantee as the run
 recorded it. Every run is an ordinary run directory under --output_dir: a
 rerun skips finished cells and resumes an interrupted one.
 
