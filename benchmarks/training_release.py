@@ -19,6 +19,7 @@ batches; the releases are fresh from os.urandom in every run.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -52,6 +53,11 @@ flags.DEFINE_integer("max_length", 64, "Token length.")
 flags.DEFINE_string("output_dir", "runs/training_release", "Where runs go.")
 flags.DEFINE_string("markdown", None, "Write the tables here.")
 flags.DEFINE_bool("collect_only", False, "Only print the finished runs.")
+flags.DEFINE_string("only", None, "Train only the settings whose name "
+                    "matches this regular expression (two runners on "
+                    "disjoint settings share the machine).")
+flags.DEFINE_string("skip", None, "Train no setting whose name matches this "
+                    "regular expression.")
 
 
 def _settings():
@@ -204,6 +210,9 @@ def main(argv):
         # settings in priority order), so that a partial grid holds whole
         # cells.
         for name, extra in _settings():
+            if (FLAGS.only and not re.search(FLAGS.only, name)) or (
+                    FLAGS.skip and re.search(FLAGS.skip, name)):
+                continue
             for seed in range(FLAGS.seeds):
                 _train(name, extra, seed)
     text = "\n".join(
