@@ -162,8 +162,9 @@ def _label_table():
                              for s in range(FLAGS.seeds)) if m]
         changed, guarantee = "0", "-"
         if found:
-            privacy = found[0].get("label_privacy")
-            release = found[0].get("training_release") or {}
+            # The latest seed's statement (the library's current wording).
+            privacy = found[-1].get("label_privacy")
+            release = found[-1].get("training_release") or {}
             if privacy:
                 shares = [m["label_privacy"]["changed_share"]["train"]
                           for m in found]
@@ -179,10 +180,10 @@ def _label_table():
 
 
 def _costs():
-    """Mean wall time per run and the recorded release's size, per
-    setting (the finished seeds)."""
-    lines = ["| run | wall s (mean) | release drawn: texts, real tokens, "
-             "bytes, seconds |", "|---|---|---|"]
+    """Mean wall time of fit per run and the recorded release's size and
+    drawing time, per setting (the finished seeds)."""
+    lines = ["| run | fit wall s (mean) | release drawn: texts, real "
+             "tokens, bytes, seconds |", "|---|---|---|"]
     for name, _ in _settings():
         found = [m for m in (_metrics(name, s) for s in range(FLAGS.seeds))
                  if m]
