@@ -64,6 +64,16 @@ def identification_bound(epsilon, num_classes, delta=0.0):
     return min(1.0, (1.0 + delta * tail) / (1.0 + tail))
 
 
+def _is_uniform(prior, num_classes):
+    """Whether `prior` is None or exactly uniform (the closed form holds;
+    a nearly uniform prior goes to the program)."""
+    if prior is None:
+        return True
+    weights = np.asarray(prior, np.float64)
+    _check_prior(weights, num_classes)
+    return bool(np.all(weights == weights[0]))
+
+
 def _check_prior(prior, num_classes):
     """The prior as a float64 array summing to 1, or ArgumentError."""
     prior = np.asarray(prior, np.float64)
@@ -85,8 +95,7 @@ def bound(epsilon, num_classes, prior=None, delta=0.0):
     >>> round(bound(1.0, 4, [0.58, 0.371, 0.007, 0.042]), 3)
     0.695
     """
-    if prior is None or np.allclose(_check_prior(prior, num_classes),
-                                    1.0 / num_classes):
+    if _is_uniform(prior, num_classes):
         return identification_bound(epsilon, num_classes, delta)
     prior = _check_prior(prior, num_classes)
     return identification.best_channel(np.diag(prior), epsilon,
@@ -298,8 +307,7 @@ def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
     if per_text is None:
         return {"applies": False, "reason": _no_limit(guarantee)}
     epsilon, delta = per_text
-    uniform = prior is None or np.allclose(
-        _check_prior(prior, num_classes), 1.0 / num_classes)
+    uniform = _is_uniform(prior, num_classes)
     reason = _too_large(num_classes, delta, uniform and (
         reference_accuracy is None and reference_confusion is None))
     if reason:
