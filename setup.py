@@ -49,9 +49,12 @@ setup(
         "pandas>=2.2,<4",
         # Plots of tfdptext-eval and tfdptext-sweep.
         "matplotlib>=3.9,<4",
+        # The limit's linear program (tfdptext.privacy.identification,
+        # HiGHS through scipy.optimize.linprog).
+        "scipy>=1.14,<2",
     ],
     extras_require={
-        "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "scipy>=1.14,<2"],
+        "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4"],
         # tfdptext-privatize-corpus (tfdptext.corpus), an Apache Beam
         # pipeline. 2.77 resolves next to TF 2.21 (it moves protobuf to
         # 6.33 and pyarrow to 25). Dataflow also needs Beam's `gcp` extra:
