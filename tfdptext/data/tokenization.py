@@ -1,4 +1,4 @@
-"""WordPiece tokenization matching an uncased BERT encoder.
+r"""WordPiece tokenization matching an uncased BERT encoder.
 
 The ids are a contract with every app that tokenizes on the phone
 (docs/guides/tokenizer.md spells it out; web/tfdptext/tokenizer.js

@@ -10,8 +10,8 @@ browser's or a phone's: RE2 here knows Unicode 15 (U+10D6E, a Garay hyphen
 of Unicode 16, is not punctuation to it), ICU knows Unicode 16, Python 3.11
 knows 14 and Chromium 156 knows 17. An app that took its own platform's
 character classes would disagree with our ids on every character whose
-class differs between versions (89 for Chromium 156's regular expressions,
-measured), and no platform has NFKC_Casefold built in (JavaScript lacks
+class differs between versions (90 for the regular expressions of node 20
+and Chromium 156, which know Unicode 17; measured), and no platform has NFKC_Casefold built in (JavaScript lacks
 case folding; `toLowerCase` differs from it on 4,458 characters, among them
 'ß', 'ς' and Cherokee).
 
