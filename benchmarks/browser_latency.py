@@ -7,7 +7,8 @@ Python LiteRT interpreter, on the same machine, at every exported length.
 Without --export_dir it makes the README quickstart's export with MiniLM
 (code release, epsilon 4, max_length 64: lengths 16, 32, 64; int8), from a
 run trained on 32 examples (latency does not depend on the weights' values)
-in a temporary directory. The export is served by tfdptext-serve's app in
+in a temporary directory (--quantization=float32: float32 weights). The
+export is served by tfdptext-serve's app in
 a thread and its page opened in headless Chromium (tests/chromium.py).
 
 Per length, one call is what an app's call costs once it has its token
@@ -47,6 +48,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 FLAGS = flags.FLAGS
 flags.DEFINE_string("export_dir", None, "An export to time (default: make "
                     "the quickstart's with MiniLM in a temporary directory).")
+flags.DEFINE_enum("quantization", "int8", ["int8", "float32"],
+                  "The made export's weights (tfdptext-export's flag).")
 flags.DEFINE_integer("rounds", 20, "Rounds.")
 flags.DEFINE_integer("block", 10, "Timed calls per setting and round.")
 flags.DEFINE_string("text", "The delivery was fast and the staff were "
@@ -102,7 +105,7 @@ def make_export(base):
     run = os.path.join(base, "run")
     training.train(config, run, dataset=corpus, verbose=0)
     out = os.path.join(base, "export")
-    exporter.export_run(run, out)
+    exporter.export_run(run, out, quantization=FLAGS.quantization)
     return out
 
 
@@ -186,6 +189,9 @@ def main(argv):
 def report(models, times, rounds, whole, pipeline):
     import importlib.metadata
 
+    print(f"Phone model: {pipeline.manifest['user']['quantization']}, "
+          f"{pipeline.manifest['split_point']} release, "
+          f"{pipeline.manifest['mechanism']}.")
     print(f"Machine: {host.cpu_name()}; load average "
           f"{os.getloadavg()[0]:.1f}. Date: "
           f"{datetime.date.today().isoformat()}. Chromium "
