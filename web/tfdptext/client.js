@@ -216,6 +216,11 @@ export class PhoneModel {
     const manifest = await (await fetchOk(`${exportUrl}manifest.json`,
       'the export\'s manifest')).json();
     const user = manifest.user;
+    if (!user.models) {  // an export made before several lengths
+      user.models = [{length: user.length ?? user.tokenizer.max_length,
+        file: user.file, signature: user.signature, inputs: user.inputs,
+        outputs: user.outputs}];
+    }
     const config = user.tokenizer;
     const vocabBytes = new Uint8Array(await (await fetchOk(
       `${exportUrl}user/vocab.txt`, 'the vocabulary')).arrayBuffer());
@@ -225,6 +230,11 @@ export class PhoneModel {
     }
     const tokenizer = new WordPieceTokenizer(
       new TextDecoder().decode(vocabBytes).split('\n'), config);
+    if (!user.tokenizer_vectors) {
+      throw new ExportError('The export has no tokenizer test vectors (it ' +
+        'was made before them): export the run again, so that this page ' +
+        'can check its tokenizer before privatizing.');
+    }
     const vectors = await (await fetchOk(
       `${exportUrl}${user.tokenizer_vectors}`, 'the test vectors')).json();
     const bad = checkVectors(tokenizer, vectors);
