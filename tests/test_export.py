@@ -299,9 +299,11 @@ def test_bad_random_words_fail_closed_on_phone_and_server(runs):
     for name, words in _bad_words(np.random.default_rng(0), width).items():
         released = runner(**FEED, random_words=words)
         assert np.isnan(released["private_representation"]).all(), name
+        assert int(released["input_status"][0]) == 0  # the words failed
         with pytest.raises(tf.errors.InvalidArgumentError,
-                           match="refused release"):
-            pipeline.serve(released)
+                           match=r"refused release \(a vector\)"):
+            pipeline.serve({"private_representation":
+                            released["private_representation"]})
 
 
 def test_word_dropout_exports_with_random_words(runs, tmp_path):
@@ -422,7 +424,8 @@ def test_token_level_export_round_trip(runs, tmp_path, mode):
         info.name for info in spec.signature_inputs(16, dim)]
     assert manifest["server"]["inputs"][spec.release][:2] == [None, None]
     assert manifest["server"]["max_length"] == 16
-    assert list(manifest["user"]["outputs"]) == [spec.release]
+    assert list(manifest["user"]["outputs"]) == [spec.release,
+                                                 "input_status"]
     assert "random_words" in manifest["user"]["inputs"]
     words = {m["length"]: m["inputs"]["random_words"][1]
              for m in manifest["user"]["models"]}
@@ -575,7 +578,8 @@ def test_lengths_are_signatures_of_one_file_in_the_manifest(
         assert model["inputs"]["token_ids"] == [1, length, "int32"]
         assert model["inputs"]["padding_mask"] == [1, length, "int32"]
         assert model["outputs"] == {"private_representation":
-                                    [1, 16, "float32"]}
+                                    [1, 16, "float32"],
+                                    "input_status": [1, "int32"]}
         assert "random_words" not in model["inputs"]  # mode none
     path = os.path.join(out, rundir.PHONE_MODEL)
     assert manifest["files"][rundir.PHONE_MODEL] == {

@@ -123,6 +123,8 @@ PHONE_MODEL = "user/privatizer.tflite"
 TEXT_PHONE_MODEL = "user/privatizer_text_in.tflite"
 EXPORT_VOCAB = "user/vocab.txt"
 TOKENIZER = "user/tokenizer.json"
+# Strings and their ids (tfdptext.data.tokenizer_vectors).
+TOKENIZER_VECTORS = "user/tokenizer_vectors.json"
 SERVER_DIR = "server"
 # What an export's readers take from manifest.json.
 MANIFEST_KEYS = ("split_point", "guarantee", "user.file", "user.tokenizer",

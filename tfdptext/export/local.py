@@ -16,6 +16,7 @@ import numpy as np
 
 from tfdptext import rundir
 from tfdptext.errors import TfdptextError
+from tfdptext.models import input_checks
 from tfdptext.models import secure
 from tfdptext.models import split_spec
 
@@ -23,6 +24,11 @@ from tfdptext.models import split_spec
 class ExportDirError(TfdptextError):
     """The directory is not a complete, readable tfdptext export; the
     message names the file."""
+
+
+class PhoneInputError(TfdptextError):
+    """The phone model refused its token inputs (its `input_status`
+    output was not 0: `tfdptext.models.input_checks`)."""
 
 
 def _first_line(err):
@@ -208,12 +214,19 @@ class ExportedPipeline:
             feed[secure.RANDOM_WORDS] = secure.os_random_words(
                 [1, model.random_words])
         out = self.runners[model.length](**feed)
+        status = out.pop(input_checks.INPUT_STATUS, None)
+        if status is not None and int(np.max(status)) != 0:
+            raise PhoneInputError(
+                f"The phone model refused the token inputs of text {index} "
+                f"(input_status {int(np.max(status))}: "
+                f"{'; '.join(input_checks.describe_status(np.max(status)))})"
+                ": the tokenizer does not follow the export's contract.")
         if not all(secure.release_is_usable(v) for v in out.values()):
             raise secure.RandomnessError(
                 f"The phone model returned an unusable release for text "
                 f"{index} (NaN or id -1): its random words failed the "
                 "checks or its representation was not finite.")
-        return out
+        return {self.spec.release: out[self.spec.release]}
 
     def _pad(self, key, value, width):
         """A per-token release row padded along its length axis to
@@ -231,11 +244,12 @@ class ExportedPipeline:
 
         inputs = {k: tf.constant(v) for k, v in released.items()}
         out = {k: v.numpy() for k, v in self.serve_fn(**inputs).items()}
-        if "label_name" in out:
-            out["label_name"] = np.array(
-                [v.decode("utf-8") if isinstance(v, bytes) else str(v)
-                 for v in out["label_name"]], dtype=object)
-        else:  # an export made before label names
+        for key, value in out.items():  # strings: label_name, notes
+            if value.dtype == object:
+                out[key] = np.array(
+                    [v.decode("utf-8") if isinstance(v, bytes) else str(v)
+                     for v in value], dtype=object)
+        if "label_name" not in out:  # an export made before label names
             names = self.label_names
             out["label_name"] = np.array(
                 [names[i] if names and 0 <= i < len(names) else str(i)
