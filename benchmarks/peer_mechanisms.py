@@ -176,6 +176,38 @@ def _peer_worker():
                     return mechanism.processText(mechanism.noisyEmb([word]))
             send({"build_s": time.perf_counter() - start,
                   "vocab_size": getattr(mechanism, "vocab_size", None)})
+        elif command["op"] == "stream":
+            # Texts (lists of words) in order, as a user calls the peer:
+            # mldp-text word by word (replace_word is its only call);
+            # pyPANTERA one processText per text (what its obfuscateText
+            # does per DataFrame row), after noisyEmb for the noise
+            # mechanisms. "warm" texts first, untimed (the peer's own
+            # caches fill as a user's run would fill them); then the timed
+            # texts until `seconds` have passed. -> {"tokens", "texts",
+            # "seconds"}.
+            def run_text(words):
+                if library == "mldp-text":
+                    for word in words:
+                        mechanism.replace_word(word)
+                elif sampling:
+                    mechanism.processText(words)
+                else:
+                    mechanism.processText(mechanism.noisyEmb(words))
+            try:
+                for words in command.get("warm", []):
+                    run_text(words)
+                tokens = texts = 0
+                start = time.perf_counter()
+                for words in command["texts"]:
+                    run_text(words)
+                    tokens += len(words)
+                    texts += 1
+                    if time.perf_counter() - start > command["seconds"]:
+                        break
+                send({"tokens": tokens, "texts": texts,
+                      "seconds": time.perf_counter() - start})
+            except Exception as err:
+                send({"error": repr(err)[:500]})
         elif command["op"] == "draw":
             deadline = time.perf_counter() + (command.get("seconds")
                                               or float("inf"))

@@ -6,8 +6,7 @@ import os
 import tensorflow as tf
 
 from tfdptext.privacy import validation
-
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+from tfdptext.vocabulary import SPECIAL_TOKENS  # noqa: F401 (re-exported)
 
 
 def read_vocabulary(path):

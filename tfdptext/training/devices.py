@@ -122,6 +122,67 @@ def worker_output_dir(output_dir, tf_config):
         f"{int(task.get('index', 0))}"
 
 
+class _MultiWorkerStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+    """MultiWorkerMirroredStrategy whose `reduce` accepts what Keras 3's
+    `fit` passes it. Without this, multi-worker training never ran.
+
+    Keras 3 (3.15) calls `strategy.reduce` in two ways that
+    MultiWorkerMirroredStrategy refuses (MirroredStrategy takes both):
+    on a whole input batch, a dict of per-replica tensors, to learn its
+    shapes before the first step (`TensorFlowTrainer._maybe_symbolic_
+    build`: "Attempt to convert a value ({'token_ids': PerReplica...})
+    ... to a Tensor"), and on each scalar metric with `axis=0`
+    (`reduce_per_replica`: "Invalid reduction dimension 0 for input with
+    0 dimensions"). Here each value of a structure is reduced on its own,
+    in the structure's order (the same on every worker), and a scalar is
+    reduced across replicas (axis=None), the mean Keras asks for.
+    """
+
+    def reduce(self, reduce_op, value, axis):
+        parent = super()
+
+        def reduce_one(v):
+            local = self.experimental_local_results(v)[0] \
+                if isinstance(v, tf.distribute.DistributedValues) else v
+            rank = getattr(getattr(local, "shape", None), "rank", None)
+            return parent.reduce(reduce_op, v,
+                                 None if rank == 0 else axis)
+        return tf.nest.map_structure(reduce_one, value)
+
+
+def is_multi_worker(strategy):
+    """Whether `strategy` spans several worker processes."""
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def per_worker_batches(strategy, batches):
+    """The distributed dataset of a multi-worker run: every worker reads
+    the same global batches and keeps its own consecutive slice of each
+    (worker i of n: rows [i ceil(b / n), (i + 1) ceil(b / n)) of a batch
+    of b), so that every step trains on exactly the global batch one
+    worker would (`tests/test_distribute.py` checks that two workers
+    train the same model as one).
+
+    `strategy.experimental_distribute_dataset`, which Keras applies to a
+    plain dataset, shards whole global batches between the workers before
+    splitting them, so each step mixed halves of two different batches:
+    the same examples per epoch, but another model than one worker's.
+    One replica per worker (one device each, as on CPUs).
+    """
+    def worker_dataset(context):
+        count, index = context.num_input_pipelines, \
+            context.input_pipeline_id
+
+        def mine(*batch):
+            def rows(x):
+                size = -(-tf.shape(x)[0] // count)
+                start = tf.minimum(index * size, tf.shape(x)[0])
+                return x[start:start + size]
+            return tf.nest.map_structure(rows, batch)
+        return batches.map(mine)
+    return strategy.distribute_datasets_from_function(worker_dataset)
+
+
 def _mirrored_devices():
     """The devices "mirrored" replicates over: every logical GPU, or every
     logical CPU when there is no GPU (TensorFlow's own default then takes
@@ -144,5 +205,5 @@ def make_strategy(name):
         return tf.distribute.MirroredStrategy(devices=_mirrored_devices())
     if name == "multi_worker":
         read_tf_config()
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        return _MultiWorkerStrategy()
     return tf.distribute.get_strategy()

@@ -16,6 +16,7 @@ that a finished run (metrics.json present) has nothing left to do.
 
 import dataclasses
 import platform
+import shutil
 import time
 
 import keras
@@ -436,6 +437,7 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=(),
     # First of all (TF_CONFIG is checked, and a multi-worker strategy must
     # exist before TensorFlow runs anything else).
     strategy = devices.make_strategy(config.distribute)
+    output_dir_given = output_dir
     output_dir = _output_dir_of_worker(config, output_dir)
     run = run_dir(output_dir)
     state = check_output_dir(output_dir, config)
@@ -449,10 +451,15 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=(),
     if config.release == "code":  # checked before anything is written
         builder.num_codes_of(config, dataset.num_classes)
     with devices.precision_policy(devices.policy_for(gpu)):
-        return _train_in(run, config, dataset, state, strategy,
-                         adv_attributes=adv_attributes, gpu=gpu,
-                         verbose=verbose, extra_callbacks=extra_callbacks,
-                         announce=announce)
+        metrics = _train_in(run, config, dataset, state, strategy,
+                            adv_attributes=adv_attributes, gpu=gpu,
+                            verbose=verbose, extra_callbacks=extra_callbacks,
+                            announce=announce)
+    if output_dir != output_dir_given:
+        # A worker other than the chief: the chief wrote the run; this
+        # worker's scratch copy only served resuming a killed run.
+        shutil.rmtree(output_dir, ignore_errors=True)
+    return metrics
 
 
 def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
@@ -489,6 +496,9 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
     dev_batches = pipeline.batches(
         built.tokenizer, fit_data, "dev",
         max_examples=config.max_dev_examples, **common)
+    if devices.is_multi_worker(strategy):
+        train_batches = devices.per_worker_batches(strategy, train_batches)
+        dev_batches = devices.per_worker_batches(strategy, dev_batches)
     history, throughput, wall = _fit(
         built.model, run, config, train_batches, dev_batches,
         monitor=built.monitor, verbose=verbose,
