@@ -48,6 +48,7 @@ import datetime
 import inspect
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -233,7 +234,10 @@ def _peer_worker():
 class _Peer:
     """A peer worker subprocess."""
 
-    def __init__(self, library, python, glove):
+    def __init__(self, library, python, glove, memory_bytes=None):
+        """`memory_bytes`: the worker's address-space limit (RLIMIT_AS), so
+        that a peer that needs more fails with MemoryError instead of
+        waking the machine's OOM killer."""
         source = inspect.getsource(_peer_worker) + "\n_peer_worker()\n"
         self.library = library
         self._log = tempfile.TemporaryFile(mode="w+")
@@ -243,7 +247,9 @@ class _Peer:
         self._process = subprocess.Popen(
             [python, "-c", source, library, glove, str(FLAGS.threads)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            text=True, env=env)
+            text=True, env=env, preexec_fn=None if memory_bytes is None
+            else lambda: resource.setrlimit(
+                resource.RLIMIT_AS, (memory_bytes, memory_bytes)))
 
     def ask(self, **command):
         self._process.stdin.write(json.dumps(command) + "\n")
