@@ -199,6 +199,7 @@ def _peer_worker():
                     run_text(words)
                 tokens = texts = 0
                 start = time.perf_counter()
+                cpu = time.process_time()
                 for words in command["texts"]:
                     run_text(words)
                     tokens += len(words)
@@ -206,7 +207,8 @@ def _peer_worker():
                     if time.perf_counter() - start > command["seconds"]:
                         break
                 send({"tokens": tokens, "texts": texts,
-                      "seconds": time.perf_counter() - start})
+                      "seconds": time.perf_counter() - start,
+                      "cpu_seconds": time.process_time() - cpu})
             except Exception as err:
                 send({"error": repr(err)[:500]})
         elif command["op"] == "draw":

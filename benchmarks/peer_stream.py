@@ -70,6 +70,10 @@ flags.DEFINE_float("stream_seconds", 40.0, "Timed seconds per peer, "
                    "mechanism and mode.")
 flags.DEFINE_list("call_sizes", ["1", "64", "all"], "Sentences per call "
                   "of ours: integers, or 'all' for the whole window.")
+flags.DEFINE_enum("clock", "process", ["process", "wall"], "process: "
+                  "words per CPU-second of the (one-threaded) process, "
+                  "time.process_time, which a shared machine's other jobs "
+                  "do not inflate; wall: per second of wall time.")
 flags.DEFINE_integer("peer_memory_gib", 6, "Address-space limit of each "
                      "peer worker (a peer that needs more fails with "
                      "MemoryError).")
@@ -130,10 +134,11 @@ def ours(privatizer, warm, window, size, index):
     calls = []
     batches = [np.array([index[w] for s in window[i:i + per] for w in s])
                for i in range(0, len(window), per)]
+    clock = _clock()
     for ids in batches:
-        start = time.perf_counter()
+        start = clock()
         privatizer(ids)
-        calls.append((len(ids), time.perf_counter() - start))
+        calls.append((len(ids), clock() - start))
     total = sum(t for _, t in calls)
     tokens = sum(n for n, _ in calls)
     result = {"tokens": tokens, "seconds": total,
@@ -142,6 +147,11 @@ def ours(privatizer, warm, window, size, index):
     if info is not None:
         result["cache"] = info()
     return result
+
+
+def _clock():
+    return time.process_time if FLAGS.clock == "process" \
+        else time.perf_counter
 
 
 def rate_over(calls, tokens):
@@ -188,7 +198,9 @@ def main(argv):
               "flags": {name: FLAGS[name].value for name in (
                   "mechanisms", "eta", "epsilon", "tg_epsilon", "lam", "t",
                   "top_k", "beta", "threads", "warm_tokens",
-                  "window_tokens", "stream_seconds", "call_sizes")},
+                  "window_tokens", "stream_seconds", "call_sizes",
+                  "clock")},
+              "load_average_start": os.getloadavg(),
               "rows": []}
     print(json.dumps(result["stream"]), flush=True)
     try:
@@ -198,6 +210,7 @@ def main(argv):
     finally:
         for peer in peers.values():
             peer.close()
+    result["load_average_end"] = os.getloadavg()
     if FLAGS.json_out:
         os.makedirs(os.path.dirname(os.path.abspath(FLAGS.json_out)),
                     exist_ok=True)
@@ -243,10 +256,12 @@ def _mechanism(name, table, words, index, warm, window, peers):
             if "error" in answer:
                 record["error"] = answer["error"]
             else:
+                spent = answer["cpu_seconds"] if FLAGS.clock == "process" \
+                    else answer["seconds"]
                 record.update(tokens=answer["tokens"],
                               seconds=answer["seconds"],
-                              words_per_s=answer["tokens"]
-                              / answer["seconds"])
+                              cpu_seconds=answer["cpu_seconds"],
+                              words_per_s=answer["tokens"] / spent)
             row["peers"].append(record)
             print(json.dumps({"mechanism": name, **record}), flush=True)
     fastest = max((p for p in row["peers"] if "words_per_s" in p),
@@ -265,6 +280,8 @@ def _mechanism(name, table, words, index, warm, window, peers):
 def markdown(result):
     s = result["stream"]
     lines = [f"Machine: {result['machine']}; date: {result['date']}; "
+             f"load average {result['load_average_start'][0]:.1f} at the "
+             f"start, {result['load_average_end'][0]:.1f} at the end; "
              f"versions: {result['versions']}; flags: {result['flags']}",
              f"Stream: warm-up {s['tokens_warm']:,} tokens "
              f"({s['sentences_warm']:,} sentences), window "
