@@ -11,7 +11,7 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 export HF_HUB_OFFLINE := 1
 
 .PHONY: install demo test test-fast bench clean bazel-test mldp-venv \
-	pantera-venv diffractor-venv browser web web-tables
+	pantera-venv pantera-np1-venv diffractor-venv browser web web-tables
 
 install: $(STAMP)
 
@@ -117,6 +117,21 @@ $(PANTERA_VENV)/.installed:
 	$(PYTHON) -m venv $(PANTERA_VENV)
 	$(PANTERA_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(PANTERA_VENV)/bin/python -m pip install --quiet "$(PANTERA)"
+	touch $@
+
+# pyPANTERA's CusText fails with numpy >= 2 (its float32 probabilities
+# do not sum to 1 closely enough for numpy.random.choice); with numpy 1.26
+# they come out float64 and it runs. benchmarks/peer_mechanisms.py times
+# its CusText from this venv (--pantera_np1_python).
+PANTERA_NP1_VENV := .venv-pantera-np1
+
+pantera-np1-venv: $(PANTERA_NP1_VENV)/.installed
+
+$(PANTERA_NP1_VENV)/.installed:
+	$(PYTHON) -m venv $(PANTERA_NP1_VENV)
+	$(PANTERA_NP1_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PANTERA_NP1_VENV)/bin/python -m pip install --quiet "$(PANTERA)" \
+		"numpy<2"
 	touch $@
 
 diffractor-venv: $(DIFFRACTOR_VENV)/.installed

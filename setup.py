@@ -64,7 +64,11 @@ setup(
         # pipeline. 2.77 resolves next to TF 2.21 (it moves protobuf to
         # 6.33 and pyarrow to 25). Dataflow also needs Beam's `gcp` extra:
         #   pip install "apache-beam[gcp]>=2.77,<2.78"
-        "beam": ["apache-beam>=2.77,<2.78"],
+        # Its `dask` extra runs the job on a dask.distributed cluster
+        # (Beam's DaskRunner); dask and distributed 2026.8 resolve beside
+        # Beam 2.77 and TF 2.21.
+        "beam": ["apache-beam[dask]>=2.77,<2.78", "dask>=2026.8,<2027",
+                 "distributed>=2026.8,<2027"],
     },
     # The default encoder is installed separately with --no-deps (its
     # declared dependency, sentence-transformers, would pull PyTorch):

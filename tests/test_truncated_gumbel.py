@@ -217,3 +217,24 @@ def test_registry_entry():
         offline.guarantee().value)
     with pytest.raises(ValueError, match="`max_candidates`"):
         entry.parse_options(["max_candidates=0"])
+
+
+def test_the_nearest_table_is_the_exhaustive_search():
+    """The FAISS shortlist (float32) re-ranked in float64 gives every id
+    the same nearest candidates as the exhaustive float64 search, ties
+    (duplicate rows) to the lower id included."""
+    from tfdptext.offline import TruncatedGumbelCorpusPrivatizer
+
+    rng = np.random.default_rng(4)
+    table = rng.standard_normal((600, 5)).astype(np.float32)
+    table[40] = table[41] = table[42]  # a three-way tie
+    table[7] = table[8] + 1e-6
+    privatizer = TruncatedGumbelCorpusPrivatizer(
+        table, 1.0, scale=0.5, max_candidates=8, special_token_ids=(0, 3))
+    assert 2 * 8 + 8 < privatizer.num_candidates  # the shortlist path
+    ids = np.arange(len(table))
+    members, distances = privatizer.nearest(ids)
+    np.testing.assert_array_equal(privatizer._members, members)
+    np.testing.assert_allclose(privatizer._distances, distances, rtol=0,
+                               atol=1e-7)
+    assert not np.isin(privatizer._members, (0, 3)).any()

@@ -33,7 +33,7 @@ import tensorflow as tf
 
 from tfdptext.privacy import validation
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+from tfdptext.vocabulary import SPECIAL_TOKENS  # noqa: F401 (re-exported)
 # Unicode space separators (Zs, Zl, Zp) and NUL, mapped to ' ' with
 # unicode_spaces.
 UNICODE_SPACES = r"[\p{Z}\x00]"

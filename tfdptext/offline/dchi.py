@@ -14,6 +14,7 @@ import numpy as np
 
 from tfdptext.errors import ArgumentError
 from tfdptext.offline import base
+from tfdptext.offline import faiss_search
 from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
@@ -188,6 +189,7 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
             self.index.k_factor = refine
             self.index.train(table[self.candidate_ids])
         self.index.add(table[self.candidate_ids])
+        faiss_search.prepare(self.index)
         self.embedding_description = embedding_description
 
     def index_bytes(self):
@@ -200,7 +202,7 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
         """The nearest candidate token id for each row of `vectors` (exact
         index: the nearest; "hnsw", "pq": an approximate nearest)."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        _, rows = self.index.search(vectors, 1)
+        _, rows = faiss_search.search(self.index, vectors, 1)
         return self.candidate_ids[rows[:, 0]]
 
     def _privatize(self, ids):

@@ -23,6 +23,7 @@ that a finished run (metrics.json present) has nothing left to do.
 
 import dataclasses
 import platform
+import shutil
 import time
 
 import keras
@@ -191,6 +192,17 @@ def _class_prior(config, dataset):
 
 def _loss():
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def _user_draws(config):
+    """The run-directory files that hold this run's draws of what users
+    send (each drawn once, by the chief of a multi-worker run)."""
+    names = []
+    if config.label_epsilon is not None:
+        names.append(rundir.RANDOMIZED_LABELS)
+    if _released_once(config):
+        names.append(rundir.TRAINING_RELEASE)
+    return names
 
 
 def _released_once(config):
@@ -512,6 +524,7 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=(),
     # First of all (TF_CONFIG is checked, and a multi-worker strategy must
     # exist before TensorFlow runs anything else).
     strategy = devices.make_strategy(config.distribute)
+    output_dir_given = output_dir
     output_dir = _output_dir_of_worker(config, output_dir)
     run = run_dir(output_dir)
     state = check_output_dir(output_dir, config)
@@ -523,15 +536,26 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=(),
     if config.mode == "adv":  # checked before anything is written
         adv_attributes = adv_attributes_for(config, dataset)
     with devices.precision_policy(devices.policy_for(gpu)):
-        return _train_in(run, config, dataset, state, strategy,
-                         adv_attributes=adv_attributes, gpu=gpu,
-                         verbose=verbose, extra_callbacks=extra_callbacks,
-                         announce=announce)
+        metrics = _train_in(run, config, dataset, state, strategy,
+                            adv_attributes=adv_attributes, gpu=gpu,
+                            verbose=verbose, extra_callbacks=extra_callbacks,
+                            announce=announce,
+                            chief_dir=(None if output_dir == output_dir_given
+                                       else output_dir_given))
+    if output_dir != output_dir_given:
+        # A worker other than the chief: the chief wrote the run; this
+        # worker's scratch copy only served resuming a killed run.
+        shutil.rmtree(output_dir, ignore_errors=True)
+    return metrics
 
 
 def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
-              verbose, extra_callbacks, announce=None):
-    """`train` once the directory, data and devices are settled."""
+              verbose, extra_callbacks, announce=None, chief_dir=None):
+    """`train` once the directory, data and devices are settled.
+
+    `chief_dir`: on a worker other than the chief, the run directory whose
+    draws of the users' data (labels, training release) this worker reads.
+    """
     steps = pipeline.steps_per_epoch(_train_size(config, dataset),
                                      config.batch_size)
     # The encoder is loaded before config.json is written: a bad --preset
@@ -549,6 +573,10 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
     run.remove_stale_temporaries()
     run.write_text(rundir.CONFIG, config.to_json())
     labels, fit_data = None, dataset
+    if chief_dir is not None:
+        # After building the model (whose variables the workers sync), at
+        # the point where the chief draws: every worker trains on its draw.
+        devices.await_chief_files(chief_dir, run.path, _user_draws(config))
     if config.label_epsilon is not None:
         # Drawn once (or read back): what the users' devices released.
         labels = label_privacy.randomized_labels(run, config, dataset,
@@ -575,6 +603,9 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
         dev_batches = pipeline.batches(
             built.tokenizer, fit_data, "dev",
             max_examples=config.max_dev_examples, **common)
+    if devices.is_multi_worker(strategy):
+        train_batches = devices.per_worker_batches(strategy, train_batches)
+        dev_batches = devices.per_worker_batches(strategy, dev_batches)
     history, throughput, wall = _fit(
         built.model, run, config, train_batches, dev_batches,
         monitor=built.monitor, verbose=verbose,
