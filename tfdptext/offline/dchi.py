@@ -190,6 +190,9 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
             self.index.train(table[self.candidate_ids])
         self.index.add(table[self.candidate_ids])
         faiss_search.prepare(self.index)
+        if self.index_kind == "exact":
+            self._candidates = faiss_search.flat_rows(self.index)
+            self._max_norm = faiss_search.max_squared_norm(self._candidates)
         self.embedding_description = embedding_description
 
     def index_bytes(self):
@@ -200,9 +203,14 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
 
     def nearest_tokens(self, vectors):
         """The nearest candidate token id for each row of `vectors` (exact
-        index: the nearest; "hnsw", "pq": an approximate nearest)."""
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        _, rows = faiss_search.search(self.index, vectors, 1)
+        index: the nearest in exact arithmetic, ties to the lower id;
+        "hnsw", "pq": an approximate nearest)."""
+        if self.index_kind == "exact":
+            _, rows = faiss_search.exact_nearest(
+                self.index, self._candidates, vectors, 1, self._max_norm)
+        else:
+            vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+            _, rows = faiss_search.search(self.index, vectors, 1)
         return self.candidate_ids[rows[:, 0]]
 
     def _privatize(self, ids):

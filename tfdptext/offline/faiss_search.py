@@ -20,9 +20,14 @@ recompute, one more pass over the table, in every call.
 
 The threshold is a process-wide FAISS setting; it is set and restored
 around each call. It selects how distances are computed, not which
-candidates are searched: both paths rank every candidate exactly, the BLAS
-path by ||x||^2 + ||y||^2 - 2 x.y, as the Keras layers do, and may break a
-tie within float rounding differently. The other indexes we build (HNSW,
+candidates are searched, but the BLAS path's float32 ||x||^2 + ||y||^2 -
+2 x.y loses the small distances of vectors with large norms (measured: a
+table whose rows sit 1,000 from the origin in 8-d gave the wrong nearest
+row for 29 of 600 queries that equal a row). `exact_nearest` therefore
+takes a short list from the BLAS path, re-ranks it in float64, and
+searches in float64 over the whole table every query for which float32
+rounding could have left a nearer row off the list: the nearest rows
+whatever the norms. The other indexes we build (HNSW,
 product quantization with exact re-ranking, binary flat and HNSW) search
 each query on its own or in small blocks and have no such threshold;
 `benchmarks/small_calls.py` measures every index at 1, 10, 64 and
@@ -31,9 +36,15 @@ thousands of queries per call against bare FAISS.
 
 import contextlib
 
+import numpy as np
+
 # The fewest queries per call that take the BLAS path (see the module
 # docstring); measured: see docs/benchmarks.md, "Every call size".
 BLAS_MIN_QUERIES = 2
+# Extra rows on the BLAS path's short list, beyond the k asked for.
+SHORT_LIST_EXTRA = 8
+# Queries per block of the float64 re-ranking (bounds its memory).
+_RERANK_BLOCK = 4096
 
 
 @contextlib.contextmanager
@@ -66,3 +77,88 @@ def search(index, queries, k):
     least `BLAS_MIN_QUERIES` queries. Returns (distances, rows)."""
     with blas_threshold(BLAS_MIN_QUERIES * index.d):
         return index.search(queries, k)
+
+
+def rounding_margin(dimension, query_norms, table_norm):
+    """A bound on |float32 BLAS squared distance - exact squared distance|
+    for queries of squared norms `query_norms` against rows of squared norm
+    at most `table_norm`, both rounded to float32 first.
+
+    Each float32 dot product of length d errs by at most
+    gamma_d |x| |y| with gamma_d = d u / (1 - d u), u = 2^-24, so
+    ||x||^2 + ||y||^2 - 2 x.y errs by at most (gamma_d + 3u) 2 (|x|^2 +
+    |y|^2); rounding the inputs to float32 moves the exact squared distance
+    by at most 2^-22 (|x|^2 + |y|^2). The margin is that sum, doubled.
+    """
+    u = 2.0 ** -24
+    gamma = dimension * u / (1.0 - dimension * u)
+    return 2.0 * ((gamma + 3.0 * u) * 2.0 + 2.0 ** -22) * (
+        np.asarray(query_norms, np.float64) + float(table_norm))
+
+
+def exact_nearest(index, table, queries, k, max_norm):
+    """The k nearest rows of `table` to each query in exact arithmetic,
+    nearest first (ties to the lower row), and their squared distances in
+    float64: (distances (n, k), rows (n, k)).
+
+    `index` is an `IndexFlatL2` holding `table` (float32, in order): its
+    BLAS path gives a short list of k + SHORT_LIST_EXTRA rows, which is
+    re-ranked in float64; a query whose k-th distance is not below every
+    row left off the list by more than `rounding_margin` is searched over
+    the whole table in float64 instead. `max_norm`: the table's
+    `max_squared_norm`.
+    """
+    queries = np.asarray(queries, np.float64)
+    count = len(table)
+    k = min(int(k), count)
+    short = min(k + SHORT_LIST_EXTRA, count)
+    out_d = np.empty((len(queries), k))
+    out_r = np.empty((len(queries), k), np.int64)
+    for start in range(0, len(queries), _RERANK_BLOCK):
+        q = queries[start:start + _RERANK_BLOCK]
+        far, rows = search(index, np.ascontiguousarray(q, np.float32), short)
+        d = _squared(q, table, rows)
+        order = np.lexsort((rows, d), axis=1)[:, :k]
+        part_r = np.take_along_axis(rows, order, axis=1)
+        part_d = np.take_along_axis(d, order, axis=1)
+        if short < count:
+            margin = rounding_margin(table.shape[1], (q * q).sum(1), max_norm)
+            unsure = np.flatnonzero(
+                part_d[:, -1] >= far[:, -1].astype(np.float64) - margin)
+            for i in unsure:
+                part_d[i], part_r[i] = _exhaustive(q[i], table, k)
+        out_d[start:start + len(q)] = part_d
+        out_r[start:start + len(q)] = part_r
+    return out_d, out_r
+
+
+def flat_rows(index):
+    """The float32 rows an `IndexFlatL2` holds, in its order, as a numpy
+    view of FAISS's own storage (no copy; valid while the index lives and
+    nothing is added to it)."""
+    import faiss
+
+    return faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d) \
+        .reshape(index.ntotal, index.d)
+
+
+def max_squared_norm(table):
+    """The largest float64 squared row norm of `table` (`exact_nearest`'s
+    `max_norm`; compute it once per table)."""
+    return float(np.einsum("ij,ij->i", table, table, dtype=np.float64).max())
+
+
+def _squared(q, table, rows):
+    """(n, m) float64 squared distances from each query to its rows."""
+    diff = table[rows].astype(np.float64) - q[:, None, :]
+    return np.einsum("ijk,ijk->ij", diff, diff)
+
+
+def _exhaustive(q, table, k):
+    """The k nearest rows to one query over the whole table, in float64."""
+    d = np.empty(len(table))
+    for start in range(0, len(table), _RERANK_BLOCK * 16):
+        diff = table[start:start + _RERANK_BLOCK * 16].astype(np.float64) - q
+        d[start:start + len(diff)] = np.einsum("ij,ij->i", diff, diff)
+    rows = np.lexsort((np.arange(len(d)), d))[:k]
+    return d[rows], rows
