@@ -40,6 +40,9 @@ Run pinned to one core (`taskset -c N`), one thread for every side:
 
 (`make mldp-venv pantera-venv pantera-np1-venv` first; pyPANTERA's CusText
 fails with numpy >= 2, so its rows come from the numpy 1.26 venv.)
+`--search_index=pq` (or hnsw) gives our dchi and vickrey_dchi an
+approximate index, as mldp-text's IVF search is; `--profile` adds where
+our calls spend their CPU time (cProfile).
 Prints Markdown (machine, date, versions first).
 """
 
@@ -77,6 +80,15 @@ flags.DEFINE_enum("clock", "process", ["process", "wall"], "process: "
 flags.DEFINE_integer("peer_memory_gib", 6, "Address-space limit of each "
                      "peer worker (a peer that needs more fails with "
                      "MemoryError).")
+flags.DEFINE_bool("profile", False, "Also profile ours (cProfile) at "
+                  "each call size: the functions of most own CPU time go "
+                  "in the JSON and the output (profiling slows the calls: "
+                  "read the rates of a run without it).")
+flags.DEFINE_enum("search_index", "exact", ["exact", "pq", "hnsw"],
+                  "FAISS index of ours for dchi and vickrey_dchi: exact "
+                  "(the registry entries'), or an approximate one "
+                  "(`index=` of DChiCorpusPrivatizer and "
+                  "VickreyCorpusPrivatizer), as mldp-text's IVF search is.")
 flags.DEFINE_string("pantera_np1_python", None, "python of "
                     ".venv-pantera-np1 (pyPANTERA with numpy 1.26): its "
                     "CusText runs there.")
@@ -135,10 +147,18 @@ def ours(privatizer, warm, window, size, index):
     batches = [np.array([index[w] for s in window[i:i + per] for w in s])
                for i in range(0, len(window), per)]
     clock = _clock()
+    profiler = None
+    if FLAGS.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     for ids in batches:
         start = clock()
         privatizer(ids)
         calls.append((len(ids), clock() - start))
+    if profiler is not None:
+        profiler.disable()
     total = sum(t for _, t in calls)
     tokens = sum(n for n, _ in calls)
     result = {"tokens": tokens, "seconds": total,
@@ -146,7 +166,21 @@ def ours(privatizer, warm, window, size, index):
     info = getattr(privatizer, "cache_info", None)
     if info is not None:
         result["cache"] = info()
+    if profiler is not None:
+        result["profile"] = _top_functions(profiler)
     return result
+
+
+def _top_functions(profiler, count=8):
+    """[(function, calls, own seconds, cumulative seconds)], most own time
+    first."""
+    import pstats
+
+    stats = pstats.Stats(profiler).stats
+    rows = sorted(stats.items(), key=lambda item: -item[1][2])[:count]
+    return [(f"{os.path.relpath(f) if f.startswith('/') else f}:{line}"
+             f"({name})", calls, own, cumulative)
+            for (f, line, name), (_, calls, own, cumulative, _) in rows]
 
 
 def _clock():
@@ -199,7 +233,7 @@ def main(argv):
                   "mechanisms", "eta", "epsilon", "tg_epsilon", "lam", "t",
                   "top_k", "beta", "threads", "warm_tokens",
                   "window_tokens", "stream_seconds", "call_sizes",
-                  "clock")},
+                  "clock", "search_index", "profile")},
               "load_average_start": os.getloadavg(),
               "rows": []}
     print(json.dumps(result["stream"]), flush=True)
@@ -219,17 +253,36 @@ def main(argv):
     print(markdown(result))
 
 
+def _offline(entry, settings, name):
+    """The registry entry's offline twin, or with --search_index an
+    approximate FAISS index for the d_chi mechanisms (the same noise and
+    rule; the nearest may not be exact)."""
+    if FLAGS.search_index == "exact" or name not in ("dchi",
+                                                     "vickrey_dchi"):
+        return entry.offline(settings)
+    from tfdptext import offline
+
+    common = dict(embedding_description=settings.description,
+                  index=FLAGS.search_index)
+    if name == "dchi":
+        return offline.DChiCorpusPrivatizer(settings.table, settings.value,
+                                            **common)
+    return offline.VickreyCorpusPrivatizer(
+        settings.table, settings.value, t=settings.options["t"], **common)
+
+
 def _mechanism(name, table, words, index, warm, window, peers):
     entry, settings = pm._ours(name, table, words)
     start = time.perf_counter()
-    privatizer = entry.offline(settings)
+    privatizer = _offline(entry, settings, name)
     row = {"mechanism": name, "build_s": time.perf_counter() - start,
+           "search_index": getattr(privatizer, "index_kind", None),
            "ours": {}, "peers": []}
     for size in FLAGS.call_sizes:
         row["ours"][size] = ours(privatizer, warm, window, size, index)
         print(json.dumps({"mechanism": name, "size": size, **{
-            k: v for k, v in row["ours"][size].items() if k != "calls"}}),
-            flush=True)
+            k: v for k, v in row["ours"][size].items() if k != "calls"}},
+            default=str), flush=True)
     for library, cls in pm.PEERS.get(name, {}).items():
         key = library
         if library == "pyPANTERA" and cls == "CusText" and \
