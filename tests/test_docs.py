@@ -54,6 +54,9 @@ COVERED_PREFIXES = {
 }
 RUN_ELSEWHERE = {
     "DaskRunner": "tests/test_corpus_workers.py (needs the dask cluster)",
+    # The guide's two-process job is run there too, with its law and
+    # table-load checks: once is enough for the suite's budget.
+    "--direct_running_mode": "tests/test_corpus_workers.py",
 }
 # The attackers as logistic regressions (seconds, where five Keras MLPs
 # take half a minute; the MLP attackers are tested in test_eval_run.py).
