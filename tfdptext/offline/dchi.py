@@ -207,7 +207,8 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
         "hnsw", "pq": an approximate nearest)."""
         if self.index_kind == "exact":
             _, rows = faiss_search.exact_nearest(
-                self.index, self._candidates, vectors, 1, self._max_norm)
+                self.index, self._candidates, vectors, 1, self._max_norm,
+                distances=False)
         else:
             vectors = np.ascontiguousarray(vectors, dtype=np.float32)
             _, rows = faiss_search.search(self.index, vectors, 1)

@@ -24,10 +24,11 @@ candidates are searched, but the BLAS path's float32 ||x||^2 + ||y||^2 -
 2 x.y loses the small distances of vectors with large norms (measured: a
 table whose rows sit 1,000 from the origin in 8-d gave the wrong nearest
 row for 29 of 600 queries that equal a row). `exact_nearest` therefore
-takes a short list from the BLAS path, re-ranks it in float64, and
-searches in float64 over the whole table every query for which float32
-rounding could have left a nearer row off the list: the nearest rows
-whatever the norms. The other indexes we build (HNSW,
+keeps the BLAS path's answer where the gaps between its distances exceed
+what float32 rounding can do, re-ranks a short list in float64 where they
+do not, and searches in float64 over the whole table where rounding
+could still have left a nearer row off that list: the nearest rows
+whatever the norms, at the BLAS path's speed on real data. The other indexes we build (HNSW,
 product quantization with exact re-ranking, binary flat and HNSW) search
 each query on its own or in small blocks and have no such threshold;
 `benchmarks/small_calls.py` measures every index at 1, 10, 64 and
@@ -96,40 +97,59 @@ def rounding_margin(dimension, query_norms, table_norm):
         np.asarray(query_norms, np.float64) + float(table_norm))
 
 
-def exact_nearest(index, table, queries, k, max_norm):
+def exact_nearest(index, table, queries, k, max_norm, distances=True):
     """The k nearest rows of `table` to each query in exact arithmetic,
-    nearest first (ties to the lower row), and their squared distances in
-    float64: (distances (n, k), rows (n, k)).
+    nearest first (ties to the lower row): (squared distances (n, k) in
+    float64, or None with `distances=False`; rows (n, k)).
 
-    `index` is an `IndexFlatL2` holding `table` (float32, in order): its
-    BLAS path gives a short list of k + SHORT_LIST_EXTRA rows, which is
-    re-ranked in float64; a query whose k-th distance is not below every
-    row left off the list by more than `rounding_margin` is searched over
-    the whole table in float64 instead. `max_norm`: the table's
-    `max_squared_norm`.
+    `index` is an `IndexFlatL2` holding `table` (float32, in order);
+    `max_norm` the table's `max_squared_norm`. The BLAS path gives k + 1
+    rows per query; where every gap between them exceeds twice
+    `rounding_margin`, float32 rounding cannot have changed their order or
+    hidden a nearer row, and they are the answer (almost every query of
+    real data). The others get a short list of k + SHORT_LIST_EXTRA rows
+    re-ranked in float64, and a query whose k-th exact distance is not
+    below every row left off that list by more than the margin is searched
+    over the whole table in float64.
     """
     queries = np.asarray(queries, np.float64)
     count = len(table)
     k = min(int(k), count)
-    short = min(k + SHORT_LIST_EXTRA, count)
-    out_d = np.empty((len(queries), k))
     out_r = np.empty((len(queries), k), np.int64)
     for start in range(0, len(queries), _RERANK_BLOCK):
         q = queries[start:start + _RERANK_BLOCK]
-        far, rows = search(index, np.ascontiguousarray(q, np.float32), short)
-        d = _squared(q, table, rows)
-        order = np.lexsort((rows, d), axis=1)[:, :k]
-        part_r = np.take_along_axis(rows, order, axis=1)
-        part_d = np.take_along_axis(d, order, axis=1)
-        if short < count:
+        q32 = np.ascontiguousarray(q, np.float32)
+        far, rows = search(index, q32, min(k + 1, count))
+        out_r[start:start + len(q)] = rows[:, :k]
+        if k == count:
+            unsure = np.arange(len(q))
+        else:
             margin = rounding_margin(table.shape[1], (q * q).sum(1), max_norm)
-            unsure = np.flatnonzero(
-                part_d[:, -1] >= far[:, -1].astype(np.float64) - margin)
-            for i in unsure:
-                part_d[i], part_r[i] = _exhaustive(q[i], table, k)
-        out_d[start:start + len(q)] = part_d
-        out_r[start:start + len(q)] = part_r
-    return out_d, out_r
+            gaps = np.diff(far.astype(np.float64), axis=1)
+            unsure = np.flatnonzero((gaps <= 2.0 * margin[:, None]).any(1))
+        if unsure.size:
+            out_r[start + unsure] = _reranked(
+                index, table, q[unsure], q32[unsure], k, max_norm)
+    if not distances:
+        return None, out_r
+    return _squared(queries, table, out_r), out_r
+
+
+def _reranked(index, table, q, q32, k, max_norm):
+    """Rows of `exact_nearest` for queries its first list left unsure."""
+    count = len(table)
+    short = min(k + SHORT_LIST_EXTRA, count)
+    far, rows = search(index, q32, short)
+    d = _squared(q, table, rows)
+    order = np.lexsort((rows, d), axis=1)[:, :k]
+    best_r = np.take_along_axis(rows, order, axis=1)
+    if short < count:
+        best_d = np.take_along_axis(d, order, axis=1)
+        margin = rounding_margin(table.shape[1], (q * q).sum(1), max_norm)
+        for i in np.flatnonzero(
+                best_d[:, -1] >= far[:, -1].astype(np.float64) - margin):
+            best_r[i] = _exhaustive(q[i], table, k)[1]
+    return best_r
 
 
 def flat_rows(index):
