@@ -11,7 +11,7 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 export HF_HUB_OFFLINE := 1
 
 .PHONY: install demo test test-fast bench clean bazel-test mldp-venv \
-	pantera-venv diffractor-venv
+	pantera-venv pantera-np1-venv diffractor-venv browser web web-tables
 
 install: $(STAMP)
 
@@ -32,8 +32,39 @@ $(STAMP): setup.py
 demo: $(STAMP)
 	$(VENV)/bin/tfdptext-demo
 
-test: $(STAMP)
+test: $(STAMP) web browser
 	$(PY) -m pytest -n 2 --dist loadfile --durations=15 tests
+
+# The web client (web/): LiteRT.js and its wasm files from the npm registry,
+# at the versions web/package-lock.json pins.
+WEB_STAMP := web/node_modules/.installed
+
+web: $(WEB_STAMP)
+
+$(WEB_STAMP): web/package.json web/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is not installed:" \
+	  "install Node.js 20 (the web client's tests need it)." >&2; exit 1; }
+	cd web && npm ci --no-audit --no-fund
+	touch $@
+
+# Debian's chromium and chromium-driver for the browser tests (tests/
+# test_web.py), installed where missing when run as root (CI); otherwise
+# the tests skip, saying why, and this says how to install them.
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y \
+	    chromium chromium-driver; \
+	else \
+	  echo "chromium / chromium-driver are missing: the browser tests" \
+	    "will skip. Install them: sudo apt-get install -y chromium" \
+	    "chromium-driver" >&2; \
+	fi
+
+# The character data of the tokenizer contract, read out of TensorFlow
+# (tests/test_tokenizer_contract.py checks that it is current).
+web-tables: $(STAMP)
+	$(PY) -m tfdptext.data.unicode_tables web/tfdptext/unicode_data.js
 
 # Bazel (Debian's bazel-bootstrap, 4.2), offline: the same tests, one
 # py_test per file, with the venv as the Python toolchain (see WORKSPACE).
@@ -86,6 +117,21 @@ $(PANTERA_VENV)/.installed:
 	$(PYTHON) -m venv $(PANTERA_VENV)
 	$(PANTERA_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(PANTERA_VENV)/bin/python -m pip install --quiet "$(PANTERA)"
+	touch $@
+
+# pyPANTERA's CusText fails with numpy >= 2 (its float32 probabilities
+# do not sum to 1 closely enough for numpy.random.choice); with numpy 1.26
+# they come out float64 and it runs. benchmarks/peer_mechanisms.py times
+# its CusText from this venv (--pantera_np1_python).
+PANTERA_NP1_VENV := .venv-pantera-np1
+
+pantera-np1-venv: $(PANTERA_NP1_VENV)/.installed
+
+$(PANTERA_NP1_VENV)/.installed:
+	$(PYTHON) -m venv $(PANTERA_NP1_VENV)
+	$(PANTERA_NP1_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PANTERA_NP1_VENV)/bin/python -m pip install --quiet "$(PANTERA)" \
+		"numpy<2"
 	touch $@
 
 diffractor-venv: $(DIFFRACTOR_VENV)/.installed

@@ -36,6 +36,9 @@ setup(
         "tensorflow-datasets>=4.9,<5",
         "ai-edge-litert>=2.3,<3",
         "tensorboard>=2.20,<3",
+        # tfdptext-serve (tfdptext.rest): the WSGI request, response and
+        # server (tensorboard needs it too).
+        "werkzeug>=3.0,<4",
         "tensorflow-serving-api>=2.21,<2.22",
         # Membership inference (tfdptext.evaluation.membership) and the
         # scikit-learn attackers. tensorflow-privacy 0.7.3 is the release
@@ -49,14 +52,23 @@ setup(
         "pandas>=2.2,<4",
         # Plots of tfdptext-eval and tfdptext-sweep.
         "matplotlib>=3.9,<4",
+        # The limit's linear program (tfdptext.privacy.identification,
+        # HiGHS through scipy.optimize.linprog).
+        "scipy>=1.14,<2",
     ],
     extras_require={
-        "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "scipy>=1.14,<2"],
+        # selenium drives Debian's chromium (chromium-driver) for the web
+        # client's tests; it downloads no browser when given the driver.
+        "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "selenium>=4.20,<5"],
         # tfdptext-privatize-corpus (tfdptext.corpus), an Apache Beam
         # pipeline. 2.77 resolves next to TF 2.21 (it moves protobuf to
         # 6.33 and pyarrow to 25). Dataflow also needs Beam's `gcp` extra:
         #   pip install "apache-beam[gcp]>=2.77,<2.78"
-        "beam": ["apache-beam>=2.77,<2.78"],
+        # Its `dask` extra runs the job on a dask.distributed cluster
+        # (Beam's DaskRunner); dask and distributed 2026.8 resolve beside
+        # Beam 2.77 and TF 2.21.
+        "beam": ["apache-beam[dask]>=2.77,<2.78", "dask>=2026.8,<2027",
+                 "distributed>=2026.8,<2027"],
     },
     # The default encoder is installed separately with --no-deps (its
     # declared dependency, sentence-transformers, would pull PyTorch):
@@ -75,6 +87,7 @@ setup(
             "tfdptext-audit=tfdptext.cli.audit:main",
             "tfdptext-export=tfdptext.cli.export:main",
             "tfdptext-predict=tfdptext.cli.predict:main",
+            "tfdptext-serve=tfdptext.cli.serve:main",
             "tfdptext-privatize-corpus=tfdptext.cli.privatize_corpus:main",
         ],
     },

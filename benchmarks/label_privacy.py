@@ -6,8 +6,11 @@ Trains SST-2 text_to_text (d_chi text-to-text at --eta, frozen user side)
 with clean labels and with each label epsilon (K-ary randomized response,
 drawn once, forward-corrected loss), then prints test accuracy (clean test
 labels), the share of training labels changed, and what one training
-example guarantees (the text's release composed with its label). Every run
-is an ordinary run directory: a rerun skips finished runs.
+example guarantees (the text's release composed with its label). The
+texts are released once (`--training_release=once`, the default in these
+modes); benchmarks/training_release.py compares once with per_epoch over
+several seeds. Every run is an ordinary run directory: a rerun skips
+finished runs.
 
     python benchmarks/label_privacy.py --output_dir=runs/label_privacy \\
         --markdown=runs/label_privacy/table.md

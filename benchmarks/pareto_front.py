@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Accuracy against epsilon per text for every release of one text, beside
-the non-private run of the same budget and the randomized-response limit.
+the non-private run of the same budget, the limit (the best LDP channel on
+its predictions) and the bound (`tfdptext.privacy.limit`).
 
 For each data set, trains (tfdptext-train) and evaluates (tfdptext-eval
 --reference_run=<the non-private run>) at each epsilon per text:
@@ -12,8 +13,8 @@ For each data set, trains (tfdptext-train) and evaluates (tfdptext-eval
 - code_m_2K: the same with 2K codes;
 
 and prints (and writes with --markdown / --plot / --json_out) one row per
-cell: accuracy, macro-F1, the limit from the non-private accuracy, the share
-of it, the entity attackers' 1 - F (AG) and the guarantee as the run
+cell: accuracy, macro-F1, the limit from the non-private run's confusion
+matrix, the share of it, the entity attackers' 1 - F (AG) and the guarantee as the run
 recorded it. Every run is an ordinary run directory under --output_dir: a
 rerun skips finished cells and resumes an interrupted one.
 
@@ -120,17 +121,21 @@ def _reference_confusion(dataset):
 
 
 def _limit_of(dataset, limit, accuracy):
-    """The cell's limit from the reference's confusion matrix
-    (`limit.rr_reference`), whatever model its eval.json used."""
+    """The cell's limit from the reference's confusion matrix (the best
+    LDP channel on its predictions, `limit.reference_limit`), whatever
+    model its eval.json used, with K-ary randomized response on them
+    beside (`limit.rr_reference`)."""
     from tfdptext.privacy import limit as limit_lib
 
     if not limit.get("applies"):
         return limit
-    value = limit_lib.rr_reference(limit["epsilon_per_text"],
-                                   _reference_confusion(dataset),
-                                   limit["delta"])
+    confusion = _reference_confusion(dataset)
+    value = limit_lib.reference_limit(limit["epsilon_per_text"], confusion,
+                                      limit["delta"])
     return {**limit, "limit": value, "share_of_limit": accuracy / value,
-            "reference_model": "confusion"}
+            "reference_model": "confusion",
+            "randomized_response": limit_lib.rr_reference(
+                limit["epsilon_per_text"], confusion, limit["delta"])}
 
 
 def _row(dataset, release, epsilon, run):
@@ -208,9 +213,14 @@ def _plot(rows, path):
             confusion = _reference_confusion(dataset)
             eps = [r["epsilon"] for r in limited]
             grid = np.geomspace(min(eps) / 1.3, max(eps) * 1.3, 80)
-            ax.plot(grid, [limit_lib.rr_reference(e, confusion)
+            ax.plot(grid, [limit_lib.reference_limit(e, confusion)
                            for e in grid], "k--", linewidth=1,
-                    label="limit (RR on the non-private prediction)")
+                    label="limit (best LDP channel on the non-private "
+                    "prediction)")
+            prior = confusion.sum(axis=1)
+            ax.plot(grid, [limit_lib.bound(e, len(prior), prior)
+                           for e in grid], "k:", linewidth=1,
+                    label="bound (any release)")
             ax.axhline(a, color="grey", linestyle=":",
                        label=f"non-private ({a:.3f})")
             ax.axhline(reference[0]["majority"], color="red", linewidth=0.8,

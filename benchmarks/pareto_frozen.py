@@ -11,15 +11,19 @@ server's classifier, the noise in training (robust training). Releases:
 - laplace_k8_sigmoid: a trained 8-d sigmoid projection + Laplace, b = 8/eps;
 - code_m_K, code_m_2K: argmax of m trained logits (m = K, 2K) released by
   CodeRandomizedResponse, trained with the exact expected loss over the
-  channel, the decoder refitted in closed form (`tfdptext.models.code`).
+  channel, the decoder refitted in closed form (`tfdptext.models.code`);
+- code_auto: the same with m and the classes sharing a code read off the
+  best LDP channel for the training prior at that epsilon
+  (`tfdptext.privacy.identification.code_grouping`, `--num_codes=auto`).
 
 The trained projections read features standardised with the training
 split's statistics; the Laplace servers divide the release by the public
 noise standard deviation. Test accuracy: the mean over --test_releases
-fresh releases of the test split (os.urandom), beside the randomized-
-response limit of the `none` classifier: randomized response on its test
-predictions, Bayes-decoded for its confusion matrix
-(`tfdptext.privacy.limit.rr_reference`).
+fresh releases of the test split (os.urandom), beside the limit of the
+`none` classifier: the best LDP channel on its test predictions, for its
+confusion matrix (`tfdptext.privacy.limit.reference_limit`), the bound
+for the test prior (`limit.bound`, a theorem for every release) and
+K-ary randomized response on the same predictions (`limit.rr_reference`).
 
     taskset -c 1 .venv/bin/python benchmarks/pareto_frozen.py \\
         --output_dir=runs/pareto_frozen \\
@@ -48,6 +52,7 @@ from absl import flags  # noqa: E402
 from tfdptext import data as data_lib, layers, metrics  # noqa: E402
 from tfdptext.models import code, presets, secure, split  # noqa: E402
 from tfdptext.models.pooling import MaskedMeanPooling  # noqa: E402
+from tfdptext.privacy import identification  # noqa: E402
 from tfdptext.privacy import limit as limit_lib, randomness  # noqa: E402
 from tfdptext.training import pipeline  # noqa: E402
 
@@ -56,7 +61,8 @@ import machine  # noqa: E402
 
 DATA = {"ag_dpnr": "../shared/data/ag_dpnr", "sst2": "../shared/data/sst2"}
 REFERENCE = "none"
-RELEASES = ("dpnr_384", "laplace_k8_sigmoid", "code_m_K", "code_m_2K")
+RELEASES = ("dpnr_384", "laplace_k8_sigmoid", "code_m_K", "code_m_2K",
+            "code_auto")
 SPLITS = ("train", "dev", "test")
 
 FLAGS = flags.FLAGS
@@ -157,7 +163,7 @@ def _continuous(release, epsilon, stats, num_classes):
     return model, loss, release_fn, server, noise, None
 
 
-def _code(epsilon, num_codes, stats, num_classes, prior):
+def _code(epsilon, num_codes, stats, num_classes, prior, groups=None):
     """The same for the code release, wired as `split.code_split`: the
     training model outputs the expected log-likelihoods over the channel,
     the server is the decoder table, refitted after training."""
@@ -168,7 +174,7 @@ def _code(epsilon, num_codes, stats, num_classes, prior):
     rr = layers.CodeRandomizedResponse(epsilon, num_codes)
     transition = rr.transition_matrix()
     decoder = code.CodeDecoder(num_codes, num_classes, table=code.bayes_table(
-        prior, transition, num_codes))
+        prior, transition, num_codes, groups))
     model = keras.Model(x, decoder(code.CodeChannel(transition)(logits)))
     argmax = code.ArgmaxCode()
 
@@ -205,10 +211,16 @@ def _cell(data, release, epsilon, reference):
     keras.utils.set_random_seed(FLAGS.seed)
     (x_tr, y_tr), (x_te, y_te), k = data["train"], data["test"], data["K"]
     stats = (x_tr.mean(axis=0), x_tr.var(axis=0) + 1e-6)
-    if release.startswith("code_m_"):
-        m = k * (2 if release.endswith("2K") else 1)
+    plan = None
+    if release.startswith("code_"):
         prior = np.bincount(y_tr, minlength=k) / len(y_tr)
-        parts = _code(epsilon, m, stats, k, prior)
+        m, groups = k * (2 if release.endswith("2K") else 1), None
+        if release == "code_auto":
+            plan = identification.code_grouping(
+                prior, epsilon, lambda n: layers.CodeRandomizedResponse(
+                    epsilon, n).transition_matrix())
+            m, groups = plan.num_codes, plan.groups
+        parts = _code(epsilon, m, stats, k, prior, groups)
     else:
         parts = _continuous(release, epsilon, stats, k)
     model, loss, release_fn, server, privatizer, calibrate = parts
@@ -234,6 +246,10 @@ def _cell(data, release, epsilon, reference):
            "n_test": len(y_te), "epochs_run": epochs,
            "train_seconds": round(seconds, 1),
            "guarantee": str(guarantee).splitlines()[0]}
+    if plan is not None:
+        row.update({"num_codes": plan.num_codes, "groups": list(plan.groups),
+                    "plan_accuracy_train_prior": plan.accuracy,
+                    "plan_source": plan.source})
     if privatizer is None:
         # The limit of every private cell: randomized response on THIS
         # classifier's test predictions (limit.rr_reference).
@@ -246,7 +262,8 @@ def _cell(data, release, epsilon, reference):
                                         reference_confusion=reference)
         row.update({key: report[key] for key in (
             "limit", "share_of_limit", "share_of_limit_95",
-            "epsilon_per_text", "kind")})
+            "epsilon_per_text", "kind", "bound_any_classifier",
+            "randomized_response")})
     return row
 
 
@@ -263,16 +280,23 @@ def _wide(part, k):
              f"{ref['n_test']})", "",
              "| release | " + " | ".join(f"eps {e:g}" for e in eps) + " |",
              "|---" * (len(eps) + 1) + "|",
-             "| limit | " + " | ".join(_fmt(limit_lib.rr_reference(
-                 e, ref["confusion"])) for e in eps)
-             + " |",
+             "| bound (any release, test prior) | " + " | ".join(
+                 _fmt(limit_lib.bound(e, k, ref["test_prior"]))
+                 for e in eps) + " |",
+             "| limit (best channel on the reference's predictions) | "
+             + " | ".join(_fmt(limit_lib.reference_limit(
+                 e, ref["confusion"])) for e in eps) + " |",
+             "| K-ary randomized response on them | " + " | ".join(
+                 _fmt(limit_lib.rr_reference(e, ref["confusion"]))
+                 for e in eps) + " |",
              "| none | " + " | ".join(_fmt(ref["accuracy"]) for _ in eps)
              + " |"]
     for release in [r for r in RELEASES if r in FLAGS.release]:
         cells = {r["epsilon"]: r for r in part if r["release"] == release}
         lines.append(f"| {release} | " + " | ".join(
             f"{cells[e]['accuracy']:.3f} ({cells[e]['share_of_limit']:.3f})"
-            if e in cells else "-" for e in eps) + " |")
+            + (f" m={cells[e]['num_codes']}" if "num_codes" in cells[e]
+               else "") if e in cells else "-" for e in eps) + " |")
     return lines + [""]
 
 
@@ -306,6 +330,7 @@ def _plot(rows, classes, path):
     fig, axes = plt.subplots(1, len(classes), figsize=(5.4 * len(classes),
                                                        3.8), squeeze=False)
     for ax, dataset in zip(axes[0], classes):
+        data_k = classes[dataset]
         part = [r for r in rows if r["dataset"] == dataset]
         for release in RELEASES:
             line = sorted([r for r in part if r["release"] == release],
@@ -316,9 +341,13 @@ def _plot(rows, classes, path):
         ref = next(r for r in part if r["release"] == REFERENCE)
         eps = [r["epsilon"] for r in part if r["epsilon"]]
         grid = np.geomspace(min(eps) / 1.3, max(eps) * 1.3, 80)
-        ax.plot(grid, [limit_lib.rr_reference(e, ref["confusion"])
-                       for e in grid], "k--",
-            linewidth=1, label="limit (RR on the non-private prediction)")
+        ax.plot(grid, [limit_lib.reference_limit(e, ref["confusion"])
+                       for e in grid], "k--", linewidth=1,
+                label="limit (best LDP channel on the non-private "
+                "prediction)")
+        ax.plot(grid, [limit_lib.bound(e, data_k, ref["test_prior"])
+                       for e in grid], "k:", linewidth=1,
+                label="bound (any release)")
         ax.axhline(ref["accuracy"], color="grey", linestyle=":",
                    label=f"non-private ({ref['accuracy']:.3f})")
         ax.axhline(ref["majority"], color="red", linewidth=0.8,

@@ -48,6 +48,7 @@ import datetime
 import inspect
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -176,6 +177,40 @@ def _peer_worker():
                     return mechanism.processText(mechanism.noisyEmb([word]))
             send({"build_s": time.perf_counter() - start,
                   "vocab_size": getattr(mechanism, "vocab_size", None)})
+        elif command["op"] == "stream":
+            # Texts (lists of words) in order, as a user calls the peer:
+            # mldp-text word by word (replace_word is its only call);
+            # pyPANTERA one processText per text (what its obfuscateText
+            # does per DataFrame row), after noisyEmb for the noise
+            # mechanisms. "warm" texts first, untimed (the peer's own
+            # caches fill as a user's run would fill them); then the timed
+            # texts until `seconds` have passed. -> {"tokens", "texts",
+            # "seconds"}.
+            def run_text(words):
+                if library == "mldp-text":
+                    for word in words:
+                        mechanism.replace_word(word)
+                elif sampling:
+                    mechanism.processText(words)
+                else:
+                    mechanism.processText(mechanism.noisyEmb(words))
+            try:
+                for words in command.get("warm", []):
+                    run_text(words)
+                tokens = texts = 0
+                start = time.perf_counter()
+                cpu = time.process_time()
+                for words in command["texts"]:
+                    run_text(words)
+                    tokens += len(words)
+                    texts += 1
+                    if time.perf_counter() - start > command["seconds"]:
+                        break
+                send({"tokens": tokens, "texts": texts,
+                      "seconds": time.perf_counter() - start,
+                      "cpu_seconds": time.process_time() - cpu})
+            except Exception as err:
+                send({"error": repr(err)[:500]})
         elif command["op"] == "draw":
             deadline = time.perf_counter() + (command.get("seconds")
                                               or float("inf"))
@@ -201,7 +236,10 @@ def _peer_worker():
 class _Peer:
     """A peer worker subprocess."""
 
-    def __init__(self, library, python, glove):
+    def __init__(self, library, python, glove, memory_bytes=None):
+        """`memory_bytes`: the worker's address-space limit (RLIMIT_AS), so
+        that a peer that needs more fails with MemoryError instead of
+        waking the machine's OOM killer."""
         source = inspect.getsource(_peer_worker) + "\n_peer_worker()\n"
         self.library = library
         self._log = tempfile.TemporaryFile(mode="w+")
@@ -211,7 +249,9 @@ class _Peer:
         self._process = subprocess.Popen(
             [python, "-c", source, library, glove, str(FLAGS.threads)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            text=True, env=env)
+            text=True, env=env, preexec_fn=None if memory_bytes is None
+            else lambda: resource.setrlimit(
+                resource.RLIMIT_AS, (memory_bytes, memory_bytes)))
 
     def ask(self, **command):
         self._process.stdin.write(json.dumps(command) + "\n")

@@ -111,6 +111,7 @@ def _java_rows(dimension, epsilon, repeats):
 
     from tfdptext.audit import java_random
     from tfdptext.audit import word_generators
+    from tfdptext.privacy import extraction
 
     model, width = word_generators.laplace_phone_model(dimension, epsilon)
     runner = Interpreter(model_content=model).get_signature_runner()
@@ -124,8 +125,9 @@ def _java_rows(dimension, epsilon, repeats):
     window = FLAGS.java_window_ms
     rows = []
     for _ in range(repeats):
-        found = java_random.recover_seed(release, 1.0 / epsilon,
-                                         guess - window, guess + window + 1)
+        found = java_random.recover_seed(
+            release, 1.0 / epsilon, guess - window, guess + window + 1,
+            layout=extraction.layout(4 * dimension))
         rows.append({
             "passed": bool(np.isfinite(release).all()),
             "candidates": found.candidates, "seconds": found.seconds,

@@ -104,19 +104,24 @@ def phone_model(privatizer, length):
 
 
 def check_phone_model(privatizer, words, closed_forms, draws=20000,
-                      batch=500):
-    """Converts the phone model of `privatizer` (one signature, `batch`
-    rows of the token ids `words`), checks it holds builtin ops only and no
+                      batch=500, partial_draws=2000):
+    """Converts the phone model of `privatizer` (one signature, dynamic
+    batch, token ids `words`), checks it holds builtin ops only and no
     seeded random op, takes `random_words`, releases id -1 everywhere for
     an unfilled (zero) buffer, and that each position's outputs follow
-    its closed form with fresh words from os.urandom. Returns the ops."""
+    its closed form with fresh words from os.urandom (`batch` rows per
+    call). Then, one row per call (`partial_draws` each), partly bad
+    buffers (`partial_buffers.PARTIAL`) are refused or released by the
+    same closed forms, and bit-defective ones are refused. Returns the
+    ops."""
     from ai_edge_litert.interpreter import Interpreter
 
+    import partial_buffers
     from tfdptext.export import tflite
 
     ids = np.tile(np.asarray(words, np.int32), (batch, 1))
     model = phone_model(privatizer, ids.shape[1])
-    flat = tflite.convert(model, batch_size=batch)
+    flat = tflite.convert(model)
     ops = tflite.check_unseeded_builtins(flat)
     runner = Interpreter(model_content=flat).get_signature_runner()
     details = runner.get_input_details()
@@ -140,4 +145,24 @@ def check_phone_model(privatizer, words, closed_forms, draws=20000,
     for column, probs in enumerate(closed_forms):
         counts = np.bincount(out[:, column], minlength=len(probs))
         assert chi_square_pvalue(counts, probs) > 1e-4, column
+    if partial_draws:
+        single = Interpreter(model_content=flat).get_signature_runner()
+
+        def run_one(random_words):
+            return np.asarray(single(
+                token_ids=ids[:1], padding_mask=mask[:1],
+                random_words=random_words)["token_ids"])
+
+        released = partial_buffers.released_outputs(run_one, width,
+                                                    partial_draws)
+        for kind, outputs in released.items():
+            if outputs is None:
+                continue
+            for column, probs in enumerate(closed_forms):
+                counts = np.bincount(outputs[:, column],
+                                     minlength=len(probs))
+                # 1e-6: six kinds x the columns, per mechanism.
+                assert chi_square_pvalue(counts, probs) > 1e-6, \
+                    (kind, column)
+        partial_buffers.assert_defects_refused(run_one, width)
     return ops

@@ -19,6 +19,7 @@ from scipy import stats
 from tfdptext.audit import auditor
 from tfdptext.audit import mechanisms
 from tfdptext.audit import statistics
+from tfdptext.privacy import extraction
 
 SAMPLES = 20000
 CONFIDENCE = 1.0 - 1e-4
@@ -226,12 +227,34 @@ def test_structured_words_fail_closed_on_the_tflite_model(laplace_phone):
     model, width = laplace_phone
     feed = {"x": np.random.default_rng(1).random((1, 384)).astype(
         np.float32)}
-    verdicts = word_generators.check_tflite(model, feed, width, buffers=2)
+    verdicts = word_generators.check_tflite(model, feed, width, buffers=2,
+                                            consumed=4 * 384)
     assert all(v.as_expected for v in verdicts), \
         word_generators.markdown_table(verdicts)
     refused = {v.generator for v in verdicts if v.refused}
-    assert {"counter", "weyl", "lcg32", "pair_repeated"} <= refused
-    assert not {"os_urandom", "java_util_random"} & refused
+    assert {"counter", "weyl", "lcg32", "half_repeated", "all_even",
+            "top_bit_set", "ascii_text", "bytes_not_words"} <= refused
+    assert not {"os_urandom", "java_util_random", "first_1_zero",
+                "last_1_zero", "counter_in_first_8"} & refused
+
+
+def test_the_channel_test_finds_a_release_that_ignores_its_words():
+    """A model whose release does not depend on the words it reads (as
+    a code release read only words 0 and 1 before extraction, and word 0
+    = 0 gave the clean code) is released by another channel: the audit
+    says so and the row is not as expected."""
+    from tfdptext.audit import word_generators
+
+    def fixed_when_first_word_zero(words):
+        if words[0, 0] == 0:
+            return np.zeros((1,), np.int32)  # the clean code
+        return np.array([np.random.default_rng().integers(3)], np.int32)
+
+    verdicts = {v.generator: v for v in word_generators.check_model(
+        fixed_when_first_word_zero, 128, generators=["first_1_zero"],
+        buffers=2, consumed=2, releases=200)}
+    row = verdicts["first_1_zero"]
+    assert row.refused == 0 and row.wrong_channel and not row.as_expected
 
 
 def test_java_util_random_passes_the_checks_and_one_release_gives_its_seed(
@@ -253,8 +276,9 @@ def test_java_util_random_passes_the_checks_and_one_release_gives_its_seed(
         seed, width)[None])["output_0"]
     assert np.isfinite(release).all()  # the checks pass it
     guess = seed + int(rng.integers(-50_000, 50_000))  # the clock, roughly
+    layout = extraction.layout(4 * 384)
     found = java_random.recover_seed(release[0], 1.0, guess - 60_000,
-                                     guess + 60_001)
+                                     guess + 60_001, layout=layout)
     assert found.seeds == (seed,)
     np.testing.assert_allclose(found.clean[0], clean[0], atol=1e-4)
     assert found.candidates == 120_001
@@ -262,7 +286,8 @@ def test_java_util_random_passes_the_checks_and_one_release_gives_its_seed(
     fresh = runner(x=x, random_words=mechanisms.random_words(
         (1, width)))["output_0"]
     assert java_random.recover_seed(fresh[0], 1.0, guess - 60_000,
-                                    guess + 60_001).seeds == ()
+                                    guess + 60_001,
+                                    layout=layout).seeds == ()
 
 
 # ---------------------------------------------------------------------------
@@ -295,11 +320,15 @@ def test_program_audits_random_words(tmp_path):
     from tfdptext.cli import audit as program
 
     output = tmp_path / "words.md"
-    assert program.audit_random_words(None, 1, str(output)) == 0
+    assert program.audit_random_words(None, 1, str(output), 60,
+                                      ["code_release"]) == 0
     table = output.read_text()
-    assert "| counter | 1,536 | 1 | 1 | refused | yes |" in table
-    assert "| java_util_random | 1,536 | 1 | 0 | released (cannot be " \
-        "caught) | yes |" in table
+    assert "code_release (128 words, 2 read)" in table
+    assert "| counter | 128 | 1 | 1 | refuse | - | yes |" in table
+    assert "| counter_in_first_8 | 128 | 1 | 0 | exact or refuse | same (" \
+        in table
+    assert "| java_util_random | 128 | 1 | 0 | release (cannot be caught) " \
+        "| same (" in table
 
 
 @pytest.mark.parametrize("flag,name", [("--samples=5", "--samples"),

@@ -301,7 +301,9 @@ def test_text_to_text_run_with_brr_trains_evaluates_and_exports(
     manifest = exporter.export_run(run, out, quantization="float32",
                                    lengths=[8])
     assert manifest["guarantee"]["mechanism"] == "brr_text_to_text"
-    assert manifest["user"]["inputs"]["random_words"] == [1, 16 * 64,
+    # 64 bits per token at 16 tokens, each word mixed from 2
+    # (`tfdptext.privacy.extraction`).
+    assert manifest["user"]["inputs"]["random_words"] == [1, 2 * 16 * 64,
                                                          "int32"]
     phone = open(os.path.join(out, "user", "privatizer.tflite"), "rb").read()
     tflite.check_unseeded_builtins(phone)

@@ -77,6 +77,8 @@ def test_implemented_epsilon_is_the_largest_ratio_of_the_matrix():
             np.array(matrix, np.float64), rtol=1e-12)
 
 
+@pytest.mark.filterwarnings(
+    "ignore::tfdptext.privacy.guarantee.EpsilonMismatchWarning")
 def test_stated_epsilon_is_never_below_either_grid():
     for epsilon in (0.05, 1.0, 7.5, 20.0):
         for m in (2, 4, 65536):
@@ -87,10 +89,29 @@ def test_stated_epsilon_is_never_below_either_grid():
 
 
 def test_huge_epsilon_is_stated_as_implemented_not_as_asked():
-    # The keep threshold stops at 2^bits - 1: epsilon 50 runs as ~16.6.
-    g = categorical.code_guarantee(50.0, 2)
+    # The keep threshold stops at 2^bits - 1: epsilon 50 runs as ~16.6,
+    # and the user is told.
+    with pytest.warns(guarantee_lib.EpsilonMismatchWarning, match="below"):
+        g = categorical.code_guarantee(50.0, 2)
     assert 15.0 < g.value < 17.0
     assert g.details["requested_epsilon"] == 50.0
+
+
+def test_implemented_epsilon_above_the_request_warns():
+    # A tiny epsilon over 2^16 values: the modulo bias and the 23-bit grid
+    # give 0.0078 for 0.001 asked; the guarantee states it, with a warning.
+    with pytest.warns(guarantee_lib.EpsilonMismatchWarning,
+                      match="times the 0.001"):
+        g = categorical.code_guarantee(1e-3, 2**16)
+    assert g.value == pytest.approx(0.00778, rel=1e-3)
+    with pytest.warns(guarantee_lib.EpsilonMismatchWarning):
+        categorical.label_guarantee(1e-3, 2**16)
+    import warnings
+
+    with warnings.catch_warnings():  # within 1%: silent
+        warnings.simplefilter("error")
+        categorical.code_guarantee(1.0, 4)
+        categorical.code_guarantee(1e-3, 2)
 
 
 @pytest.mark.parametrize("bad", [1, 0, 65537, 2.5, True, "4"])
@@ -328,8 +349,10 @@ def test_reference_from_a_confusion_matrix():
     assert report["reference_model"] == "confusion"
     assert report["reference_accuracy"] == pytest.approx(accuracy_of(
         skewed))
-    assert report["limit"] == pytest.approx(limit.rr_reference(
+    assert report["limit"] == pytest.approx(limit.reference_limit(
         report["epsilon_per_text"], skewed))
+    assert report["randomized_response"] == pytest.approx(
+        limit.rr_reference(report["epsilon_per_text"], skewed))
     with pytest.raises(ArgumentError, match="reference_confusion"):
         limit.limit_report(categorical.code_guarantee(2.0, 3), 0.7, 3,
                            reference_confusion=np.eye(2))
@@ -364,8 +387,9 @@ def test_limit_report_kind_and_share():
     with_reference = limit.limit_report(code, 0.6, 4, 0.85)
     assert with_reference["kind"] == limit.REFERENCE
     assert with_reference["limit"] < uniform["limit"]
+    # The bound is a theorem for any prior (the linear program).
     skewed = limit.limit_report(code, 0.6, 4, prior=[5, 1, 1, 1])
-    assert skewed["bound_kind"] == limit.REFERENCE
+    assert skewed["bound_kind"] == skewed["kind"] == limit.THEOREM
     binary = limit.limit_report(categorical.code_guarantee(1.0, 2), 0.6, 2,
                                 prior=[5, 1])
     assert binary["kind"] == limit.THEOREM
@@ -415,6 +439,10 @@ def test_sweep_summary_draws_accuracy_against_the_limit(tmp_path):
     table = (tmp_path / "summary.md").read_text()
     assert "share_of_limit" in table and "| _limit" not in table
     curve = sweep.limit_curve(rows[0]["_limit"], [1.0])
+    assert curve[0] == pytest.approx(limit.limit_at(
+        1.0, 2, [0.5, 0.5], reference_accuracy=0.9))
+    # Two classes, even errors, uniform prior: randomized response on
+    # the prediction is the best channel on it.
     assert curve[0] == pytest.approx(limit.rr_limit(1.0, 2, 0.9, [1, 1]))
 
 
@@ -438,6 +466,25 @@ def test_bayes_table_decodes_by_the_prior_and_the_channel():
                                  categorical.transition_matrix(1.0, 4), 4)
     assert np.isfinite(table).all()
     assert (table[:, 2:] < table[:, :2].min(axis=1, keepdims=True)).all()
+
+
+def test_fewer_codes_than_classes_share_codes():
+    # m = 2 < K = 4 on AG's prior: classes 1, 2, 3 share code 1.
+    prior = [0.58, 0.371, 0.007, 0.042]
+    channel = categorical.transition_matrix(2.0, 2)
+    table = code_lib.bayes_table(prior, channel, 2, groups=[0, 1, 1, 1])
+    np.testing.assert_array_equal(table.argmax(axis=1), [0, 1])
+    sent = code_lib.code_assignment(2, np.asarray(prior), [0, 1, 1, 1])
+    joint = np.asarray(prior)[:, None] * (sent @ channel)
+    pseudo = 0.5 * np.asarray(prior) + 0.125
+    expected = (joint.T + pseudo) / (joint.T + pseudo).sum(1, keepdims=True)
+    np.testing.assert_allclose(np.exp(table), expected, rtol=1e-5)
+    # Without groups, the m most frequent classes own the codes.
+    np.testing.assert_array_equal(
+        code_lib.code_assignment(3, np.asarray(prior)).argmax(axis=1),
+        [0, 1, 0, 2])
+    with pytest.raises(ArgumentError, match="groups"):
+        code_lib.code_assignment(2, np.asarray(prior), [0, 1, 2, 1])
 
 
 def test_refit_decoder_is_the_posterior_of_the_released_codes():

@@ -150,6 +150,8 @@ def test_evaluation_reports_the_limit_from_the_reference(runs, corpus,
      "num_codes"),
     (dict(mode="robust", release="code", epsilon=1.0, num_codes=70000),
      "num_codes"),
+    (dict(mode="robust", release="code", epsilon=1.0, num_codes="three"),
+     "auto"),
     (dict(mode="robust", release="code", epsilon=1.0, private_dim=8),
      "private_dim"),
     (dict(mode="robust", release="code", epsilon=float("inf")), "epsilon"),
@@ -164,18 +166,34 @@ def test_bad_code_and_label_configs_fail_before_training(kwargs, message):
         training.TrainConfig(**kwargs).validate()
 
 
-def test_fewer_codes_than_classes_refused_before_writing(tiny_preset,
-                                                         corpus, tmp_path):
+def test_fewer_codes_than_classes_from_the_prior(tiny_preset, corpus,
+                                                 tmp_path):
+    """--num_codes=auto on three classes of which one never occurs: two
+    codes, read off the best channel for the training prior; the phone
+    releases codes 0 and 1 only, and the run records the plan."""
     import dataclasses
 
     three = dataclasses.replace(corpus, num_classes=3,
                                 label_names=["a", "b", "c"])
-    out = tmp_path / "few"
-    with pytest.raises(ArgumentError, match="num_codes"):
-        training.train(_config(tiny_preset, mode="robust", release="code",
-                               epsilon=1.0, num_codes=2), str(out),
-                       dataset=three, verbose=0)
-    assert not out.exists()
+    out = str(tmp_path / "auto")
+    metrics = training.train(
+        _config(tiny_preset, mode="robust", release="code", epsilon=1.0,
+                num_codes="auto", epochs=1), out, dataset=three, verbose=0)
+    plan = metrics["parameters"]["code_plan"]
+    assert metrics["parameters"]["num_codes"] == plan["num_codes"] == 2
+    assert plan["requested"] == "auto" and plan["source"] == "program"
+    assert plan["perfect_head_accuracy"] == pytest.approx(plan["bound"],
+                                                          abs=1e-6)
+    assert metrics["guarantee"]["details"]["num_values"] == 2
+    import keras
+
+    from tfdptext import models
+
+    user = keras.models.load_model(rundir.RunDir(out).file(rundir.USER))
+    tokens = models.load_tokenizer(tiny_preset, 16)(
+        list(three.splits["test"].texts[:64]))
+    codes = np.asarray(user(tokens)["private_code"])
+    assert set(codes.tolist()) <= {0, 1}
 
 
 def test_label_privacy_run_draws_labels_once(tiny_preset, corpus, tmp_path):

@@ -198,7 +198,9 @@ def test_guarantee_and_pair_bounds():
     assert "positions" in g.metric and "toy" in g.metric
     tv = diffractor.total_variation(EPSILON, length, 23)
     assert g.details["sampler_total_variation"] == tv
-    assert g.delta == pytest.approx(tv * (1 + math.e))
+    # The stated delta is the closest pairs' (distance 1), and says so.
+    assert g.delta == diffractor.pair_deltas(EPSILON, length, 23, [1])[0]
+    assert "delta depends on the pair" in " ".join(g.conditions)
     assert g.randomness == "tensorflow_unseeded"
     phone = layer.guarantee("app_secure_rng")
     assert phone.details["sampler_bits"] == 32 and phone.delta < 1e-8
@@ -208,19 +210,63 @@ def test_guarantee_and_pair_bounds():
     bound, delta = layer.pair_bound(a, b)
     distance = abs(int(positions[a]) - int(positions[b]))
     assert bound == EPSILON * distance
-    assert delta == pytest.approx(tv * (1 + math.exp(bound)))
+    assert delta == diffractor.pair_deltas(EPSILON, length, 23,
+                                           [distance])[0]
     assert layer.pair_bound(2, 2) == (0.0, 0.0)
     offline = layer.corpus_privatizer()
     assert offline.guarantee().randomness == "os_entropy"
     assert offline.guarantee().delta == phone.delta
     assert offline.pair_bound(a, b)[0] == bound
-    # The sampler's delta comes from its total variation alone: at a
-    # huge epsilon nothing is drawn and Z = 0.
+    # At a huge epsilon nothing is drawn and Z = 0: every word is released
+    # as itself, so two words' outputs are disjoint and the guarantee says
+    # so (delta 1 from distance 1), whatever the sampler's total variation.
     sure = layers.DiffractorTextPrivatizer(60.0, checks.TABLE,
                                            special_token_ids=[0])
     out = np.asarray(sure(np.arange(1, V)[None].repeat(100, 0)))
     assert (out == np.arange(1, V)).all()
-    assert sure.guarantee().delta < 1e-12
+    assert sure.guarantee().details["sampler_total_variation"] < 1e-12
+    assert sure.guarantee().delta == 1.0
+    assert sure.guarantee().details["pair_deltas"][
+        "disjoint_from_distance"] == 1
+
+
+def _output_law(pmf, position, length):
+    """P'(output position) of a word at `position`: shifts clipped."""
+    m = len(pmf) // 2
+    out = np.zeros(length)
+    np.add.at(out, np.clip(position + np.arange(-m, m + 1), 0, length - 1),
+              pmf)
+    return out
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 4.0])
+def test_pair_delta_per_distance_is_the_hockey_stick_of_the_laws(epsilon):
+    """delta(d) against the hockey-stick divergence of two words' clipped
+    output laws, built from the integer counts: equal for words away from
+    the ends of the list, never below it at the ends; it grows with d and
+    is 1 once the outputs are disjoint. At eps 4 the closest pairs' is
+    1.02e-8 (the TV bound at log-ratio 1 said 1.37e-9)."""
+    length, bits = 30000, 32
+    counts = diffractor.tail_counts(epsilon, length, bits)
+    pmf = diffractor.implemented_shift_probabilities(counts, bits)
+    m = len(counts)
+    distances = list(range(1, 2 * m + 3))
+    deltas = diffractor.pair_deltas(epsilon, length, bits, distances)
+    for d, delta in zip(distances, deltas):
+        for i in (5000, 0, 3):  # interior, then at the start of the list
+            p = _output_law(pmf, i, length)
+            q = _output_law(pmf, i + d, length)
+            exact = max(np.maximum(p - math.exp(epsilon * d) * q, 0).sum(),
+                        np.maximum(q - math.exp(epsilon * d) * p, 0).sum())
+            if i == 5000:
+                assert delta == pytest.approx(exact, rel=1e-9, abs=1e-13)
+            assert delta >= exact - 1e-15
+    assert all(b >= a for a, b in zip(deltas, deltas[1:]))
+    assert deltas[2 * m] == 1.0 and deltas[2 * m - 1] < 1.0
+    statement = diffractor.delta_statement(epsilon, length, bits)
+    assert statement["disjoint_from_distance"] == 2 * m + 1
+    if epsilon == 4.0:
+        assert deltas[0] == pytest.approx(1.02e-8, rel=0.01)
 
 
 def test_serialization_round_trip(tmp_path):

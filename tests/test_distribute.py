@@ -210,3 +210,173 @@ def test_only_the_chief_writes_the_run_directory(cluster, task, chief,
     assert devices.is_chief(tf_config) == chief
     expected = "runs/x/" if chief else "runs/x" + suffix
     assert devices.worker_output_dir("runs/x/", tf_config) == expected
+
+
+def test_a_worker_trains_on_the_chiefs_draw_of_what_users_send(tmp_path):
+    """A non-chief worker copies the chief's labels / training release
+    (waiting until the chief writes them) instead of drawing its own: a
+    second draw would release each user's text or label twice."""
+    import threading
+
+    from tfdptext import rundir
+    from tfdptext.training import devices
+    from tfdptext.training import trainer
+    from tfdptext.training.config import TrainConfig
+
+    chief, worker = tmp_path / "run", tmp_path / "run.worker-1"
+    chief.mkdir()
+    names = [rundir.RANDOMIZED_LABELS, rundir.TRAINING_RELEASE]
+
+    def write_later():
+        for name in names:
+            (chief / name).write_bytes(name.encode() * 3)
+
+    timer = threading.Timer(0.3, write_later)
+    timer.start()
+    devices.await_chief_files(str(chief), str(worker), names,
+                              timeout_s=30, poll_s=0.05)
+    timer.join()
+    for name in names:
+        assert (worker / name).read_bytes() == name.encode() * 3
+    # A resumed worker keeps what it already holds.
+    (chief / names[0]).write_bytes(b"changed")
+    devices.await_chief_files(str(chief), str(worker), names, timeout_s=1)
+    assert (worker / names[0]).read_bytes() == names[0].encode() * 3
+    with pytest.raises(TimeoutError, match="never draws its own"):
+        devices.await_chief_files(str(chief), str(tmp_path / "w2"),
+                                  ["missing.json"], timeout_s=0.2,
+                                  poll_s=0.05)
+    # What the trainer waits for: each draw of users' data the run makes.
+    assert trainer._user_draws(TrainConfig(
+        mode="text_to_text", label_epsilon=1.0, training_release="once")) \
+        == names
+    assert trainer._user_draws(TrainConfig(
+        mode="text_to_text", training_release="per_epoch")) == []
+    assert trainer._user_draws(TrainConfig(mode="none", label_epsilon=2.0)) \
+        == [rundir.RANDOMIZED_LABELS]
+
+
+# The multi-worker commands of docs/guides/training.md, run as two worker
+# processes on localhost, against the same command on a one-worker cluster.
+GUIDE = os.path.join(ROOT, "docs", "guides", "training.md")
+# Appended to the guide's flags (later flags win): the tiny encoder without
+# dropout, no noise (mode none: the comparison is about the training, not
+# the noise; noise under a strategy is tested above), 3 short epochs.
+MULTI_WORKER_FAST = ["--mode=none", "--dataset=synthetic", "--max_length=16",
+                     "--epochs=3", "--batch_size=16", "--learning_rate=3e-3",
+                     "--max_train_examples=320", "--max_dev_examples=64"]
+
+
+def _guide_workers():
+    """The guide's TF_CONFIG commands: (TF_CONFIG dict, argv) each."""
+    import shlex
+
+    with open(GUIDE, encoding="utf-8") as f:
+        text = f.read()
+    [block] = [b.split("```")[0] for b in text.split("```sh\n")[1:]
+               if "TF_CONFIG=" in b]
+    found = []
+    for line in block.replace("\\\n", " ").splitlines():
+        words = shlex.split(line)
+        if words and words[0].startswith("TF_CONFIG="):
+            assert words[-1] == "&", line  # both run at once
+            found.append((json.loads(words[0].split("=", 1)[1]),
+                          words[1:-1]))
+    return found
+
+
+def _free_ports(count):
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="module")
+def still_preset(tmp_path_factory):
+    """The tiny encoder without dropout (runs differ only by the order of
+    float operations)."""
+    import shutil
+
+    import keras_hub
+
+    from tfdptext import models
+
+    path = str(tmp_path_factory.mktemp("still") / "tiny")
+    keras_hub.models.BertBackbone(
+        vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16,
+        intermediate_dim=32, max_sequence_length=64, dropout=0.0
+    ).save_to_preset(path)
+    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
+    return path
+
+
+def _start_workers(commands, hosts, output_dir, preset, cwd):
+    """Popen of each command with its TF_CONFIG pointing at `hosts`."""
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow",
+           "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    processes = []
+    for tf_config, argv in commands:
+        tf_config = {"cluster": {"worker": hosts},
+                     "task": tf_config["task"]}
+        assert argv[0].endswith("tfdptext-train")
+        # The privacy parameter goes with the guide's mode (none takes
+        # none); the output directory is the test's.
+        flags = [a for a in argv[1:] if not a.startswith(
+            ("--output_dir", "--epsilon", "--eta"))]
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "tfdptext.cli.train", *flags,
+             *MULTI_WORKER_FAST, f"--preset={preset}",
+             f"--output_dir={output_dir}"],
+            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, env={**env, "TF_CONFIG": json.dumps(tf_config),
+                            "PYTHONPATH": ROOT}))
+    return processes
+
+
+def _finish(processes):
+    outputs = []
+    for process in processes:
+        try:
+            out, _ = process.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            for p in processes:
+                p.kill()
+            raise
+        outputs.append(out)
+    for process, out in zip(processes, outputs):
+        assert process.returncode == 0, out[-4000:]
+    return outputs
+
+
+def test_two_worker_processes_train_one_run_as_one_worker(still_preset,
+                                                          tmp_path):
+    commands = _guide_workers()
+    assert [c["task"] for c, _ in commands] == [
+        {"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
+    assert all("--distribute=multi_worker" in argv for _, argv in commands)
+    assert commands[0][1] == commands[1][1]  # the same command
+    ports = _free_ports(3)
+    two = _start_workers(commands, [f"localhost:{p}" for p in ports[:2]],
+                         "two", still_preset, tmp_path)
+    one = _start_workers(commands[:1], [f"localhost:{ports[2]}"], "one",
+                         still_preset, tmp_path)
+    _finish(two + one)
+    # One run directory: the chief's; the other worker's scratch is gone.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "two"]
+    two_metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    one_metrics = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    assert two_metrics["replicas"] == 2 and one_metrics["replicas"] == 1
+    assert two_metrics["distribute"] == "multi_worker"
+    assert abs(two_metrics["test_accuracy"]
+               - one_metrics["test_accuracy"]) <= 0.05
+    # The model learned (the majority class is about 0.55).
+    assert one_metrics["test_accuracy"] >= 0.8
+    for loss_two, loss_one in zip(two_metrics["history"]["loss"],
+                                  one_metrics["history"]["loss"]):
+        assert abs(loss_two - loss_one) <= 0.1 * loss_one

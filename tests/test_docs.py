@@ -43,6 +43,21 @@ COVERED = {
     "make test": ".ci/run runs it: it is this suite",
     "make bazel-test": "not in CI; tests/BUILD holds the same files",
 }
+# Commands that need processes running beside them (a dask cluster, the
+# other worker of a multi-worker run): the named test runs them, parsed
+# from the guide, and checks what they do. A line starting with a key is
+# covered; a tfdptext command holding one of the values is left to it.
+COVERED_PREFIXES = {
+    ".venv/bin/dask ": "tests/test_corpus_workers.py starts this cluster",
+    "TF_CONFIG=": "tests/test_distribute.py runs both workers",
+    "wait": "tests/test_distribute.py waits for both workers",
+}
+RUN_ELSEWHERE = {
+    "DaskRunner": "tests/test_corpus_workers.py (needs the dask cluster)",
+    # The guide's two-process job is run there too, with its law and
+    # table-load checks: once is enough for the suite's budget.
+    "--direct_running_mode": "tests/test_corpus_workers.py",
+}
 # The attackers as logistic regressions (seconds, where five Keras MLPs
 # take half a minute; the MLP attackers are tested in test_eval_run.py).
 EVAL_FAST = ["--max_attack_examples=24", "--deniability_tokens=3",
@@ -72,7 +87,12 @@ def overrides(program, argv, preset):
         "tfdptext-sweep": [f"--train_args=--preset={preset}",
                            *[f"--train_args={f}" for f in FAST],
                            *[f"--eval_args={f}" for f in EVAL_FAST]],
-        "tfdptext-audit": ["--word_buffers=2"] if "--random_words" in argv
+        # One small phone model, refusals only (the channel test of every
+        # mechanism's phone model runs in tests/test_audit.py and
+        # tests/test_partial_buffers.py).
+        "tfdptext-audit": ["--word_buffers=2", "--word_releases=0",
+                           "--word_models=code_release"]
+        if "--random_words" in argv
         else ["--mechanisms=laplace_vector,broken_noise_off",
               "--samples=20000"],
         "tfdptext-binarize": ["--epochs=1", "--report_sample=100"],
@@ -93,6 +113,9 @@ def commands(doc):
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
+            if any(line.startswith(prefix) for prefix in COVERED_PREFIXES):
+                found.append((line, None))
+                continue
             words = shlex.split(line, comments=True)
             match = PROGRAM.match(words[0])
             if match:
@@ -105,7 +128,9 @@ def commands(doc):
 def test_every_command_is_a_program_or_a_covered_target():
     for doc in DOCS:
         for name, argv in commands(doc):
-            assert argv is not None and name in MODULES or name in COVERED, \
+            covered = name in COVERED or any(
+                name.startswith(prefix) for prefix in COVERED_PREFIXES)
+            assert argv is not None and name in MODULES or covered, \
                 (f"{doc}: `{name}` is neither a tfdptext program nor a "
                  "target run elsewhere; the docs test cannot run it")
     assert any(commands(doc) for doc in DOCS)
@@ -211,7 +236,8 @@ def _reuse(name, argv, cwd):
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_every_command_runs(doc, tiny_preset, tmp_path, request):
-    runnable = [(n, a) for n, a in commands(doc) if a is not None]
+    runnable = [(n, a) for n, a in commands(doc) if a is not None
+                and not any(key in " ".join(a) for key in RUN_ELSEWHERE)]
     if not runnable:
         pytest.skip(f"{doc} shows no tfdptext command")
     if any("../shared" in " ".join(a) for _, a in runnable) and \

@@ -190,7 +190,7 @@ def test_bad_arguments_are_refused(make, message):
 def test_registry_options():
     plus = mechanisms.get("santext_plus")
     assert plus.parse_options(["sensitive_fraction=0.25"]) == {
-        "sensitive_fraction": 0.25, "p": 0.2}
+        "sensitive_fraction": 0.25, "p": 0.2, "cache_mib": 256}
     settings = mechanisms.Settings(
         EPSILON, plus.parse_options(["sensitive_fraction=0.5", "p=0.1"]),
         checks.TABLE, checks.SPECIAL, checks.PASSTHROUGH, "toy")

@@ -20,6 +20,7 @@ from tfdptext import training
 from tfdptext.export import exporter
 from tfdptext.export import tflite
 from tfdptext.export.local import ExportedPipeline
+from tfdptext.privacy import extraction
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -241,7 +242,8 @@ def test_default_export_takes_random_words_and_adds_laplace(runs):
     manifest = exporter.export_run(runs["robust"], out,
                                    quantization="float32")
     assert manifest["user"]["noise_source"] == "input"
-    # 2 words per coordinate (32), raised to the checks' minimum.
+    # 4 words per coordinate (64 for 16 dims), each mixed from g = 2
+    # words: the checks' minimum of 128.
     assert manifest["user"]["inputs"]["random_words"] == [
         1, secure.MIN_RANDOM_WORDS, "int32"]
     assert manifest["user"]["randomness"]["bytes"] == \
@@ -297,9 +299,11 @@ def test_bad_random_words_fail_closed_on_phone_and_server(runs):
     for name, words in _bad_words(np.random.default_rng(0), width).items():
         released = runner(**FEED, random_words=words)
         assert np.isnan(released["private_representation"]).all(), name
+        assert int(released["input_status"][0]) == 0  # the words failed
         with pytest.raises(tf.errors.InvalidArgumentError,
-                           match="refused release"):
-            pipeline.serve(released)
+                           match=r"refused release \(a vector\)"):
+            pipeline.serve({"private_representation":
+                            released["private_representation"]})
 
 
 def test_word_dropout_exports_with_random_words(runs, tmp_path):
@@ -313,14 +317,16 @@ def test_word_dropout_exports_with_random_words(runs, tmp_path):
     out = str(tmp_path / "x")
     manifest = exporter.export_run(dropout_run, out, quantization="float32",
                                    lengths=[8])
-    # 16 words choose the dropped positions, 32 make the Laplace noise
-    # (the length-8 model needs 8 + 32); both are raised to the checks'
-    # minimum number of words.
-    width = secure.MIN_RANDOM_WORDS
+    # The length-L model reads L words for the dropped positions and 64
+    # for the Laplace noise (16 coordinates, 4 each), each mixed from g = 2
+    # words (`extraction.layout`): 2 x 80 at max_length 16, 2 x 72 at 8.
+    width = extraction.layout(16 + 64).words
+    assert (width, extraction.layout(8 + 64).words) == (160, 144)
     assert manifest["user"]["inputs"]["random_words"] == [1, width, "int32"]
     assert [(m["length"], m["inputs"]["random_words"][1],
              m["randomness"]["bytes"]) for m in manifest["user"]["models"]
-            ] == [(8, width, 4 * width), (16, width, 4 * width)]
+            ] == [(8, 144, 576), (16, width, 4 * width)]
+    assert manifest["user"]["randomness"]["extraction"]["consumed"] == 80
     assert manifest["guarantee"]["unit"] == "per_token_substitution"
     runner = Interpreter(model_path=os.path.join(
         out, "user", "privatizer.tflite")).get_signature_runner(
@@ -330,12 +336,18 @@ def test_word_dropout_exports_with_random_words(runs, tmp_path):
     np.testing.assert_array_equal(
         a, runner(**FEED, random_words=words)["private_representation"])
     # The same noise words with other dropout words: one of the two real
-    # tokens is dropped, which one follows the first 16 words.
+    # tokens is dropped, which one follows the first 16 consumed words.
+    used = extraction.extract(words, 80)
+
+    def other_dropout():
+        fresh = used.copy()
+        fresh[:, :16] = secure.os_random_words([1, 16])
+        return extraction.buffer_for(fresh, secure.os_random_words(
+            [1, width - 80]))
+
     outputs = {runner(**FEED, random_words=w)["private_representation"]
-               .tobytes() for w in [words] + [
-                   np.concatenate([secure.os_random_words([1, 16]),
-                                   words[:, 16:]], axis=1)
-                   for _ in range(20)]}
+               .tobytes() for w in [words] + [other_dropout()
+                                              for _ in range(20)]}
     assert len(outputs) >= 2
     pipeline = ExportedPipeline(out)
     assert pipeline.lengths_for(["the staff was friendly"]) == [8]
@@ -412,7 +424,8 @@ def test_token_level_export_round_trip(runs, tmp_path, mode):
         info.name for info in spec.signature_inputs(16, dim)]
     assert manifest["server"]["inputs"][spec.release][:2] == [None, None]
     assert manifest["server"]["max_length"] == 16
-    assert list(manifest["user"]["outputs"]) == [spec.release]
+    assert list(manifest["user"]["outputs"]) == [spec.release,
+                                                 "input_status"]
     assert "random_words" in manifest["user"]["inputs"]
     words = {m["length"]: m["inputs"]["random_words"][1]
              for m in manifest["user"]["models"]}
@@ -493,9 +506,19 @@ def _check_lengths_agree(pipeline, spec):
     mask = (ids != 0).astype(np.int32)
     short, full = pipeline.model_for(6), pipeline.model_for(16)
     assert (short.length, full.length) == (8, 16)
-    words = secure.os_random_words([1, full.random_words])
+    # The consumed words of the length-16 model, and the first half of
+    # them for the length-8 model, each in a buffer of its own
+    # (`extraction.buffer_for`: the partner words are fresh).
+    full_used = full.random_words // 2
+    used = secure.os_random_words([1, full_used])
+    words = extraction.buffer_for(used, secure.os_random_words(
+        [1, full.random_words - full_used]))
+    short_used = short.random_words // 2
+    short_words = extraction.buffer_for(
+        used[:, :short_used], secure.os_random_words(
+            [1, short.random_words - short_used]))
     a = pipeline.runners[8](token_ids=ids[:, :8], padding_mask=mask[:, :8],
-                            random_words=words[:, :short.random_words])
+                            random_words=short_words)
     b = pipeline.runners[16](token_ids=ids, padding_mask=mask,
                              random_words=words)
     np.testing.assert_allclose(a[spec.release], b[spec.release][:, :8],
@@ -555,7 +578,8 @@ def test_lengths_are_signatures_of_one_file_in_the_manifest(
         assert model["inputs"]["token_ids"] == [1, length, "int32"]
         assert model["inputs"]["padding_mask"] == [1, length, "int32"]
         assert model["outputs"] == {"private_representation":
-                                    [1, 16, "float32"]}
+                                    [1, 16, "float32"],
+                                    "input_status": [1, "int32"]}
         assert "random_words" not in model["inputs"]  # mode none
     path = os.path.join(out, rundir.PHONE_MODEL)
     assert manifest["files"][rundir.PHONE_MODEL] == {
@@ -694,7 +718,8 @@ def test_private_dim_run_exports_its_projection_with_vector_noise(runs,
     out = str(tmp_path / "exp")
     manifest = exporter.export_run(run, out, quantization="float32",
                                    lengths=[8])
-    # 2 words per coordinate (8), raised to the checks' minimum.
+    # 4 words per coordinate (16), each mixed from g = 8 words: the
+    # checks' minimum of 128.
     assert manifest["user"]["inputs"]["random_words"] == [
         1, secure.MIN_RANDOM_WORDS, "int32"]
     assert manifest["guarantee"]["value"] == 8.0

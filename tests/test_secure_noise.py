@@ -19,6 +19,7 @@ from tfdptext.audit import word_generators
 from tfdptext.models import secure
 from tfdptext.models import word_checks
 from tfdptext.privacy import guarantee as g_lib
+from tfdptext.privacy import extraction
 from tfdptext.privacy import randomness
 from tfdptext.privacy import word_statistics as ws
 
@@ -63,131 +64,160 @@ def test_block_collision_law_is_exact():
     assert stats.chisquare(observed, expected).pvalue > 1e-4
 
 
-def test_chernoff_limits_hold_and_are_near_the_exact_tail():
-    """For one block the exact law gives the tails: each limit is crossed
-    with probability at most its share, and the lower limit is not far
-    inside the exact one (Chernoff costs little at the ends)."""
-    alarm = ws.TEST_FALSE_ALARM
+def test_limits_hold_at_their_shares():
+    """Each limit is crossed by good words with probability at most its
+    share, from the exact laws: the bit counts' binomial tail (and one
+    count further in is too likely), the collision sums' Chernoff limits
+    near the exact tail of one block, the repeat limits' bounds."""
+    from scipy import stats
+
     law = ws.block_collision_law(128)
+    alarm = ws.COLLISION_FALSE_ALARM
     low, high = ws.sum_limits(law, 1, alarm)
     cdf = np.cumsum(law.probabilities)
     assert cdf[low] <= alarm and law.probabilities[high:].sum() <= alarm
     assert low >= 1  # 0 repeats (128 distinct low bytes) always fail
     exact_low = int(np.flatnonzero(cdf <= alarm).max())
     assert exact_low - 2 <= low <= exact_low
-    # Binomial: the exact tail at the limit, and just below it.
-    n, p = 767, ws.NEAR_PROBABILITY
-    k = ws.binomial_upper_limit(n, p, alarm)
-    from scipy import stats
-
-    assert stats.binom(n, p).sf(k - 1) <= alarm < stats.binom(n, p).sf(k - 2)
-
-
-def test_serial_limits_bound_the_mean_of_squared_steps():
-    """c = circular distance of two uniforms is uniform on [0, 1/2]: the
-    law's mean is 1/12, and for 767 terms the limits lie about 7 standard
-    deviations out."""
-    law = ws._serial_law()
-    assert law.mean == pytest.approx(1 / 12, rel=1e-12)
-    low, high = ws.row_limits(768).serial
-    sd = math.sqrt((1 / 80 - 1 / 144) / 767)
-    assert 6 < (1 / 12 - low) / sd < 9 and 6 < (high - 1 / 12) / sd < 9
-
-
-def test_duplicate_limits():
-    assert [ws.pair_repeat_limit(n) for n in (768, 4096, 4097, 98304,
-                                              2**21)] == [1, 1, 2, 2, 2]
-    assert ws.pair_repeat_limit(2**22) is None  # refused outright
-    for n in (128, 768, 98304):
+    one_side = ws.BITS_FALSE_ALARM / 64
+    for n in (128, 192, 512):
+        low, high = ws.binomial_half_limits(n, one_side)
+        assert high == n - low
+        assert stats.binom(n, 0.5).cdf(low) <= one_side \
+            < stats.binom(n, 0.5).cdf(low + 1)
+    for pairs in (64, 256):
+        r = ws.partner_repeat_limit(pairs)
+        assert math.comb(pairs, r) * 2.0**(-32 * r) <= \
+            ws.PARTNER_FALSE_ALARM < math.comb(pairs, r - 1) * 2.0**(
+                -32 * (r - 1))
+    for n in (128, 512, 1024):
         r = ws.word_repeat_limit(n)
         assert ws.word_repeat_log_bound(n, r) <= math.log(
-            ws.TEST_FALSE_ALARM) < ws.word_repeat_log_bound(n, r - 1)
-    # The union of the shares is the false alarm of a one-row call.
-    assert math.isclose(ws.PAIR_REPEATS_FALSE_ALARM + 9 * ws.TEST_FALSE_ALARM,
-                        2.0**-40)
+            ws.WORD_REPEATS_FALSE_ALARM) < ws.word_repeat_log_bound(n, r - 1)
 
 
-@pytest.mark.parametrize("width", [128, 768, 98304])
-def test_good_words_pass_and_statistics_follow_their_laws(width):
+def test_false_alarm_shares_sum_to_two_to_the_minus_40():
+    total = (ws.BITS_FALSE_ALARM + 4 * ws.COLLISION_FALSE_ALARM
+             + 2 * ws.PARTNER_FALSE_ALARM + ws.WORD_REPEATS_FALSE_ALARM)
+    assert math.isclose(total, 2.0**-40)
+    assert set(ws.TESTS) == {"bits", "low_byte_collisions",
+                             "low_byte_step_collisions",
+                             "high_byte_collisions",
+                             "high_byte_step_collisions",
+                             "partner_repeats", "consumed_bits",
+                             "word_repeats"}
+
+
+def test_sample_reads_short_buffers_whole_and_long_ones_by_groups():
+    for consumed in (2, 3, 64, 256):
+        taken = ws.sample(consumed)
+        np.testing.assert_array_equal(taken.positions,
+                                      np.arange(taken.words))
+    taken = ws.sample(98304)  # d_chi, 128 tokens of 384-d
+    assert taken.words == 196608 and taken.size == 512
+    first, second = taken.partners
+    np.testing.assert_array_equal(second, first + 98304)
+    np.testing.assert_array_equal(taken.positions,
+                                  np.concatenate([first, second]))
+    # The first sampled group starts the buffer, the last ends its half.
+    assert first[0] == 0 and first[-1] == 98304 - 1
+    assert ws.sample(2).partners is None  # g = 64: all words read
+
+
+@pytest.mark.parametrize("consumed", [2, 768, 1536, 98304])
+def test_good_words_pass_and_statistics_follow_their_laws(consumed):
     """os.urandom rows all pass, and their statistics sit where the laws
     put them (means within 6 standard errors over the rows)."""
-    rows = {128: 400, 768: 200, 98304: 6}[width]
+    width = extraction.layout(consumed).words
+    rows = {2: 300, 768: 200, 1536: 100, 98304: 6}[consumed]
     words = secure.os_random_words((rows, width))
-    ok = secure.words_look_random(tf.constant(words)).numpy()
+    ok = secure.words_look_random(tf.constant(words), consumed).numpy()
     assert ok.all()
     stats_ = {k: v.numpy() for k, v in word_checks.row_statistics(
-        tf.constant(words)).items()}
-    blocks = width // 128
-    laws = {"mean_low": (0.5, math.sqrt(1 / 12 / width)),
-            "serial": (1 / 12, math.sqrt((1 / 80 - 1 / 144) / (width - 1))),
-            "near_equal": ((width - 1) * ws.NEAR_PROBABILITY,
-                           math.sqrt((width - 1) * ws.NEAR_PROBABILITY)),
-            "low_byte_collisions": (blocks * ws.block_collision_law(
-                128).mean, math.sqrt(blocks * 32.0)),
-            "high_byte_step_collisions": (blocks * ws.block_collision_law(
-                127).mean, math.sqrt(blocks * 31.5))}
+        tf.constant(words), consumed).items()}
+    limits = ws.row_limits(consumed)
+    n = limits.sample
+    laws = {"bits": (n / 2, math.sqrt(n) / 2),
+            "low_byte_collisions": (limits.blocks * ws.block_collision_law(
+                128).mean, math.sqrt(limits.blocks * 32.0)),
+            "high_byte_step_collisions": (limits.blocks *
+                                          ws.block_collision_law(127).mean,
+                                          math.sqrt(limits.blocks * 31.5))}
+    if limits.partners:
+        laws["consumed_bits"] = (limits.partners / 2,
+                                 math.sqrt(limits.partners) / 2)
+        assert (stats_["partner_repeats"] == 0).all()
     for name, (mean, sd) in laws.items():
-        assert abs(stats_[name].mean() - mean) < 6 * sd / math.sqrt(rows), \
-            name
+        assert np.all(np.abs(stats_[name].mean(axis=0) - mean)
+                      < 6 * sd / math.sqrt(rows)), name
 
 
 # Generators of tfdptext.audit.word_generators, and a check each one must
-# fail (at the widths where it is catchable): the checks catch what they
-# are meant to.
+# fail where it must be refused: the checks catch what they are meant to.
 _CAUGHT_BY = {
-    "counter": ["near_equal", "low_byte_collisions"],
+    "counter": ["low_byte_step_collisions"],
     "weyl": ["low_byte_collisions", "low_byte_step_collisions"],
     "lcg32": ["low_byte_collisions"],
-    "low_24_bits_only": ["mean_high", "high_byte_collisions"],
-    "one_byte_per_word": ["mean_low"],
+    "low_24_bits_only": ["bits", "high_byte_collisions"],
+    "one_byte_per_word": ["bits"],
+    "all_even": ["bits"],
+    "top_bit_set": ["bits"],
+    "ascii_text": ["bits"],
+    "bytes_not_words": ["bits"],
     "each_word_twice": ["word_repeats"],
     "byte_replicated": ["word_repeats"],
-    "half_repeated": ["pair_repeats"],
-    "token_block_reused": ["pair_repeats"],
-    "block_of_3_repeated": ["pair_repeats"],
-    "rows_identical": ["pair_repeats"],
+    "half_repeated": ["partner_repeats", "consumed_bits"],
+    "block_of_3_repeated": ["partner_repeats"],
+    "rows_identical": ["word_repeats"],
 }
 
 
-@pytest.mark.parametrize("width", [128, 768, 1280, 98304])
-def test_structured_words_fail_and_good_ones_pass(width):
-    """Every generator of the audit's list, at the widths we export (the
-    code release 128, DPNR 768 and 768 + 512 with word dropout, d_chi at
-    128 tokens): the catchable ones fail, the others pass (which is why
-    the contract is a secure generator)."""
-    rng = np.random.default_rng(width)
-    for name, generator in word_generators.GENERATORS.items():
+@pytest.mark.parametrize("consumed", [2, 768, 1552, 98304])
+def test_every_generator_meets_its_expectation(consumed):
+    """Every generator of the audit's list on layouts we export (the code
+    release; d_chi on one 384-d vector; word dropout at 16 tokens before
+    a 384-d Laplace release, 16 + 1536; d_chi on 128 tokens): those that
+    must be refused fail, the good one and those no check can see pass,
+    and a partly bad buffer whose every group keeps a fresh word may pass
+    (extraction makes it exact)."""
+    from tfdptext.audit import word_generators as wg
+
+    width = extraction.layout(consumed).words
+    rng = np.random.default_rng(consumed)
+    for name, generator in wg.GENERATORS.items():
         words = generator.fill(rng, generator.rows, width)
-        ok = bool(secure.words_look_random(tf.constant(words)).numpy().all())
-        assert ok != generator.expected_refused(width), name
-        if name in _CAUGHT_BY and generator.expected_refused(width):
+        ok = bool(secure.words_look_random(tf.constant(words),
+                                           consumed).numpy().all())
+        expected = generator.expectation(width, consumed)
+        if expected == wg.REFUSE:
+            assert not ok, name
+        elif expected == wg.RELEASE:
+            assert ok, name
+        if name in _CAUGHT_BY and expected == wg.REFUSE:
             row = {k: bool(v.numpy().all()) for k, v in
-                   word_checks.row_verdicts(tf.constant(words)).items()}
-            call = word_checks.duplicate_verdicts(
-                word_checks.duplicate_counts(tf.reshape(words, [1, -1])),
-                words.size).numpy()[0]
-            row.update(word_repeats=bool(call[0]), pair_repeats=bool(call[1]))
+                   word_checks.row_verdicts(tf.constant(words),
+                                            consumed).items()}
+            sample = word_checks.sampled_words(tf.constant(words), consumed)
+            row["word_repeats"] = bool(word_checks.call_passes(sample))
             failed = {k for k, v in row.items() if not v}
-            assert set(_CAUGHT_BY[name]) <= failed, (name, failed)
+            # The partner checks exist only for g = 2 (otherwise every
+            # word is read, and the repeats see a copy).
+            wanted = set(_CAUGHT_BY[name]) & set(row)
+            assert wanted <= failed and failed, (name, failed)
 
 
 def test_a_batch_is_one_call():
     """Rows are checked together: one bad row fails every row; two good
-    rows sharing a 768-word block fail; a call above MAX_WORDS_PER_CALL is
-    refused."""
-    good = secure.os_random_words((3, 768))
-    assert secure.words_look_random(tf.constant(good)).numpy().all()
+    rows sharing their sampled words fail."""
+    good = secure.os_random_words((3, 1536))
+    assert secure.words_look_random(tf.constant(good), 768).numpy().all()
     bad = good.copy()
-    bad[1] = np.arange(768)
-    assert not secure.words_look_random(tf.constant(bad)).numpy().any()
+    bad[1] = np.arange(1536)
+    assert not secure.words_look_random(tf.constant(bad), 768).numpy().any()
     shared = good.copy()
-    shared[2, :768] = shared[0, :768]
-    assert not secure.words_look_random(tf.constant(shared)).numpy().any()
-    too_many = secure.os_random_words(
-        (secure.MAX_WORDS_PER_CALL // 4096 + 1, 4096))
-    counts = word_checks.duplicate_counts(tf.reshape(too_many[:1], [1, -1]))
-    assert not word_checks.duplicate_verdicts(
-        counts, too_many.size).numpy()[0, 1]
+    shared[2] = shared[0]
+    assert not secure.words_look_random(tf.constant(shared),
+                                        768).numpy().any()
 
 
 def test_uniforms_from_words_are_in_the_unit_interval():

@@ -15,6 +15,7 @@ from tfdptext import training
 from tfdptext.evaluation import evaluate
 from tfdptext.export import exporter
 from tfdptext.export import tflite
+from tfdptext.privacy import extraction
 
 
 # One mechanism keeps the suite short: CusText+ (an int32 table, no
@@ -49,7 +50,7 @@ def test_run_trains_evaluates_and_exports(tiny_preset, tmp_path, mechanism,
     manifest = exporter.export_run(run, out, lengths=[8])
     assert manifest["guarantee"]["mechanism"] == f"{mechanism}_text_to_text"
     assert manifest["user"]["inputs"]["random_words"] == [
-        1, max(128, 8 * words_per_token), "int32"]
+        1, extraction.layout(8 * words_per_token).words, "int32"]
     phone = open(os.path.join(out, "user", "privatizer.tflite"), "rb").read()
     tflite.check_unseeded_builtins(phone)
     assert np.isfinite(token["deniability"]["s_w_median"])

@@ -443,7 +443,8 @@ def test_every_field_has_help_and_enums_have_choices():
                "sensitivity": ("per_coordinate", "vector"),
                "pooling": ("mean", "cls"),
                "normalization": config_lib.NORMALIZATIONS,
-               "release": config_lib.RELEASES}
+               "release": config_lib.RELEASES,
+               "training_release": config_lib.TRAINING_RELEASES}
     for name, allowed in choices.items():
         assert tuple(fields[name].metadata["choices"]) == tuple(allowed)
     for name in set(fields) - set(choices):

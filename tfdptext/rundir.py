@@ -16,6 +16,10 @@ A run directory (written by `tfdptext-train`)::
     split.json           split point, guarantee, tokenizer, label names
     randomized_labels.json  with --label_epsilon: the users' randomized
                          train and dev labels, drawn once (read on resume)
+    training_release.npz with --training_release=once (modes token_rep,
+                         text_to_text, seq_rep): the user side's release
+                         of every train and dev text, drawn once (read on
+                         resume); layout in `RunDir.write_training_release`
     metrics.json         written LAST: the run's "finished" marker; it holds
                          the tfdptext version and `run_format`
     logs/                TensorBoard
@@ -41,13 +45,16 @@ one. Reads turn a missing, truncated or foreign file into a
 `tfdptext.errors.TfdptextError` subclass (chosen by the caller) that names
 the file.
 
-Pure Python (no TensorFlow import).
+Python and numpy (no TensorFlow import).
 """
 
 import json
 import os
 import re
 import shutil
+import zipfile
+
+import numpy as np
 
 from tfdptext import runfiles
 from tfdptext.errors import TfdptextError
@@ -78,6 +85,10 @@ SWEEP_STATE = "sweep.json"
 # Label privacy (--label_epsilon): the randomized train and dev labels,
 # drawn once and read back on resume.
 RANDOMIZED_LABELS = "randomized_labels.json"
+# --training_release=once: the users' released train and dev inputs.
+TRAINING_RELEASE = "training_release.npz"
+# Its layout version (meta["format"]).
+TRAINING_RELEASE_FORMAT = 1
 
 # What shows that a run made progress: a directory holding config.json and
 # none of these is a run whose start failed, and is treated as new.
@@ -112,6 +123,8 @@ PHONE_MODEL = "user/privatizer.tflite"
 TEXT_PHONE_MODEL = "user/privatizer_text_in.tflite"
 EXPORT_VOCAB = "user/vocab.txt"
 TOKENIZER = "user/tokenizer.json"
+# Strings and their ids (tfdptext.data.tokenizer_vectors).
+TOKENIZER_VECTORS = "user/tokenizer_vectors.json"
 SERVER_DIR = "server"
 # What an export's readers take from manifest.json.
 MANIFEST_KEYS = ("split_point", "guarantee", "user.file", "user.tokenizer",
@@ -241,6 +254,10 @@ class Directory:
             shutil.rmtree(path, ignore_errors=True)
         elif os.path.exists(path):
             os.remove(path)
+
+
+def _npz_key(split, part):
+    return f"{split}_{part}"
 
 
 class RunDir(Directory):
@@ -381,6 +398,68 @@ class RunDir(Directory):
         self.read_backup()  # clear errors if unreadable
         self.read_best()
         return RESUME if progress else NEW
+
+    # The training release (--training_release=once).
+
+    def write_training_release(self, meta, splits):
+        """Writes TRAINING_RELEASE atomically: an uncompressed npz holding
+        `meta` (a JSON object, stored as the string array "meta", with
+        "format" = TRAINING_RELEASE_FORMAT added) and, per split name,
+        "<split>_lengths" (int32, one per text: its real tokens) and
+        "<split>_values": a per-token release holds only the real
+        positions of every text, concatenated in text order (rows =
+        sum of lengths), a per-text release one row per text.
+
+        Args:
+            meta: JSON-serialisable dict; must name "splits" (their order).
+            splits: {split: (values, lengths)} numpy arrays.
+        """
+        meta = {**meta, "format": TRAINING_RELEASE_FORMAT,
+                "splits": list(splits)}
+        arrays = {"meta": np.asarray(json.dumps(meta, sort_keys=True))}
+        for split, (values, lengths) in splits.items():
+            arrays[_npz_key(split, "values")] = np.ascontiguousarray(values)
+            arrays[_npz_key(split, "lengths")] = np.asarray(lengths,
+                                                            np.int32)
+
+        def write(path):
+            with open(path, "wb") as f:
+                np.savez(f, **arrays)
+
+        self.write_with(TRAINING_RELEASE, write)
+
+    def read_training_release(self):
+        """(meta, {split: (values, lengths)}) of TRAINING_RELEASE; raises
+        `error` naming the file when it is not a complete release of this
+        layout (unreadable, a key missing, lengths that do not add up)."""
+        path = self.file(TRAINING_RELEASE)
+        hint = ("it holds what the users' devices released, drawn once: "
+                "use a new --output_dir to draw again")
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                meta = json.loads(str(stored["meta"]))
+                if meta.get("format") != TRAINING_RELEASE_FORMAT:
+                    raise self.error(
+                        f"{path}: layout {meta.get('format')!r}, this "
+                        f"tfdptext reads {TRAINING_RELEASE_FORMAT}; {hint}.")
+                splits = {s: (stored[_npz_key(s, "values")],
+                              stored[_npz_key(s, "lengths")])
+                          for s in meta["splits"]}
+        except (OSError, ValueError, KeyError, TypeError,
+                zipfile.BadZipFile) as err:
+            raise self.error(f"{path} is not a readable training release "
+                             f"({type(err).__name__}: {err}); {hint}."
+                             ) from None
+        for split, (values, lengths) in splits.items():
+            rows = int(lengths.sum()) if meta.get("per_token") else len(
+                lengths)
+            if lengths.ndim != 1 or (lengths < 0).any() or \
+                    len(values) != rows:
+                raise self.error(
+                    f"{path}: split {split!r} holds {len(values)} rows for "
+                    f"{len(lengths)} texts of {int(lengths.sum())} tokens; "
+                    f"the file is damaged; {hint}.")
+        return meta, splits
 
     def check_version(self, metrics):
         """Raises unless metrics.json comes from this tfdptext's major.minor

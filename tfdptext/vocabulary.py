@@ -7,6 +7,11 @@ import numpy as np
 from tfdptext.errors import ArgumentError
 from tfdptext.privacy import validation
 
+# The special tokens of an uncased BERT WordPiece vocabulary (TensorFlow-free
+# here, so that code that only needs to recognise such a vocabulary, e.g. a
+# Beam worker over a word list, does not load TensorFlow).
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
 
 @dataclasses.dataclass(frozen=True)
 class TokenSets:

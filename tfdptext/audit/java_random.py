@@ -13,7 +13,10 @@ the noise of that release, and of every later release the app makes from
 the same generator, is gone (`recover_seed`).
 
 No check inside the model can catch this: a predictable generator is a
-property of where the words come from, not of how they look. The contract
+property of where the words come from, not of how they look. Nor does the
+model's extraction help (`tfdptext.privacy.extraction`: each word the
+mechanism reads is a sum of g words C apart): the attacker replays the
+sums too, jumping the generator ahead by C words (`jump`). The contract
 is the platform's cryptographically secure generator.
 
 The generator (java.util.Random, OpenJDK): the seed is scrambled as
@@ -61,6 +64,43 @@ def next_ints(states, count):
     return states, out.view(np.int32)
 
 
+def jump(states, steps):
+    """The states `steps` nextInt() calls later (uint64 array), in
+    O(log steps): the LCG's n-step map is x -> A x + B mod 2^48 with A =
+    a^n and B = c (a^(n-1) + ... + 1), built by repeated squaring."""
+    mult, add = 1, 0            # the map so far: x -> mult x + add
+    step_mult, step_add = MULTIPLIER, ADDEND
+    n = int(steps)
+    while n:
+        if n & 1:
+            mult, add = (mult * step_mult) & MASK, \
+                (add * step_mult + step_add) & MASK
+        step_mult, step_add = (step_mult * step_mult) & MASK, \
+            (step_add * step_mult + step_add) & MASK
+        n >>= 1
+    states = np.asarray(states, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        return (states * np.uint64(mult) + np.uint64(add)) & np.uint64(MASK)
+
+
+def consumed_ints(states, count, layout=None):
+    """The first `count` words a phone model's mechanism reads when the
+    app fills `random_words` from generators at `states`: with `layout`
+    (a `tfdptext.privacy.extraction.Layout`), word j is the sum modulo
+    2^32 of buffer words j, j + C, ..., j + (g - 1) C; without, the
+    buffer's own words. Returns (states after the first `count` buffer
+    words, int32 array shape + (count,))."""
+    after, out = next_ints(states, count)
+    if layout is None or layout.group == 1:
+        return after, out
+    total = out.view(np.uint32).astype(np.uint64)
+    for i in range(1, layout.group):
+        _, part = next_ints(jump(states, i * layout.consumed), count)
+        total += part.view(np.uint32)
+    return after, (total & np.uint64(0xFFFFFFFF)).astype(
+        np.uint32).view(np.int32)
+
+
 def java_words(seed, count):
     """The first `count` nextInt() values of `new Random(seed)`, as the
     int32 words an app would put in `random_words`."""
@@ -89,7 +129,7 @@ def laplace_noise(words, scale):
 
 
 def recover_seed(release, scale, start, stop, offset=0, screen=8,
-                 chunk=2**16, normalized=True, tolerance=1e-4):
+                 chunk=2**16, normalized=True, tolerance=1e-4, layout=None):
     """Searches java.util.Random seeds in [start, stop) that explain a
     Laplace release made from their words.
 
@@ -105,6 +145,8 @@ def recover_seed(release, scale, start, stop, offset=0, screen=8,
         chunk: candidates per vectorised step.
         normalized: the clean vector has minimum 0 and maximum 1.
         tolerance: float slack on the [0, 1] bounds.
+        layout: the phone model's `tfdptext.privacy.extraction.Layout`
+            (None: the mechanism read the buffer's words as they are).
 
     Returns:
         A `tfdptext.audit.seed_recovery.SeedRecovery`: the seeds found, the
@@ -117,18 +159,17 @@ def recover_seed(release, scale, start, stop, offset=0, screen=8,
     seeds, clean = [], []
     for low in range(start, stop, chunk):
         candidates = np.arange(low, min(low + chunk, stop), dtype=np.int64)
-        states, head = next_ints(scrambled(candidates),
-                                 offset + 4 * screen)
+        initial = scrambled(candidates)
+        _, head = consumed_ints(initial, offset + 4 * screen, layout)
         noise = laplace_noise(head[:, offset:], scale)
         residual = release[:screen] - noise
         keep = np.all((residual >= -tolerance)
                       & (residual <= 1 + tolerance), axis=1)
         if not keep.any():
             continue
-        # The survivors' remaining words, all at once (the generators
-        # continue from where the screen stopped).
-        _, rest = next_ints(states[keep], 4 * (k - screen))
-        words = np.concatenate([head[keep, offset:], rest], axis=1)
+        # The survivors' words, all of them (few survivors).
+        _, words = consumed_ints(initial[keep], offset + 4 * k, layout)
+        words = words[:, offset:]
         full = release - laplace_noise(words, scale)
         ok = np.all((full >= -tolerance) & (full <= 1 + tolerance), axis=1)
         if normalized:

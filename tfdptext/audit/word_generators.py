@@ -2,26 +2,38 @@
 phone model does with each.
 
 Every generator fills an int32 (rows, width) buffer from a numpy Generator
-(its own randomness: bases, seeds, steps) and says whether the model's
-checks can refuse it (`catchable`). The structured ones must fail closed
-(NaN / token id -1); the good one must pass; and some bad ones cannot be
-caught by any check inside the model (`catchable=False`, with the reason),
-which is why the contract is the platform's secure generator:
+(its own randomness: bases, seeds, steps). What a phone model must do with
+it (`expectation`) depends on the generator's kind and on the model's
+extraction layout (`tfdptext.privacy.extraction`: each consumed word is
+the sum of g words C apart):
 
-- a predictable generator whose output looks uniform (java.util.Random
-  seeded with the time: `tfdptext.audit.java_random`);
-- a buffer reused from an earlier call (the model has no memory of
-  earlier calls).
+- `GOOD`: the contract (os.urandom here): must be released.
+- `DEFECT`: a flaw of the whole buffer (a counter, an LCG, a stuck bit,
+  zeros, ASCII bytes): extraction cannot undo it; must be refused.
+- `PARTIAL`: fresh words except at some positions (`bad`: the first or
+  last k words zero, a header word, a counter in the first words, a block
+  copied): when every extraction group keeps a fresh word
+  (`extraction.exact_despite`), the release must follow the stated
+  channel EXACTLY (refusing is allowed too); otherwise it must be refused.
+- `UNCATCHABLE`: bad in a way no check inside the model can see (a
+  predictable generator such as java.util.Random seeded with the time,
+  `tfdptext.audit.java_random`; a buffer reused from an earlier call):
+  the reason the contract is the platform's secure generator.
 
 `check_model` runs them against a phone model (any function of the
-words), `check_tflite` against a .tflite signature and `check_export`
-against every length of an export, and reports which fail closed;
-`tfdptext-audit --random_words [--export_dir=...]` prints the table.
+words) and, with `releases`, also tests every released generator's
+output law against the good generator's (a two-sample test per output
+position: chi-square on discrete releases, Kolmogorov-Smirnov on
+continuous ones): a partly bad buffer whose release follows another
+channel is reported, not only a structured buffer that was released.
+`check_tflite` runs a .tflite signature, `check_export` every length of
+an export; `tfdptext-audit --random_words` prints the table and exits 1
+on any row that is not as expected.
 
 Example:
 >>> model, width = laplace_phone_model()
 >>> rows = check_tflite(model, {"x": np.random.rand(1, 384).astype("float32")},
-...                     width)
+...                     width, consumed=4 * 384)
 >>> [(r.generator, r.refused) for r in rows][:2]
 [('os_urandom', 0), ('counter', 1)]
 """
@@ -33,6 +45,7 @@ import time
 import numpy as np
 
 from tfdptext.audit import java_random
+from tfdptext.privacy import extraction
 
 # The golden-ratio Weyl step and Numerical Recipes' 32-bit LCG.
 WEYL_STEP = 0x9E3779B9
@@ -43,6 +56,17 @@ LCG31_MULTIPLIER, LCG31_INCREMENT = 1103515245, 12345
 TOKEN_WORDS = 768
 
 
+GOOD = "good"
+DEFECT = "defect"
+PARTIAL = "partial"
+UNCATCHABLE = "uncatchable"
+
+# What a model must do with a generator's buffers.
+RELEASE = "release"
+REFUSE = "refuse"
+EXACT = "exact or refuse"
+
+
 @dataclasses.dataclass(frozen=True)
 class Generator:
     """How an app fills the words.
@@ -51,31 +75,46 @@ class Generator:
         name: short name (the report's row).
         description: what it is.
         fill: fill(rng, rows, width) -> int32 (rows, width).
-        catchable: whether the model's checks can refuse it; False for
-            the good generator and for the bad ones no check can see.
-        why: for catchable=False bad generators: why no check sees them.
+        kind: GOOD, DEFECT, PARTIAL or UNCATCHABLE (module docstring).
+        why: for UNCATCHABLE: why no check sees it.
         rows: the rows it needs (2 for a batch whose rows share words:
             phone models take one row, so it runs on Keras models only).
-        good: the generator the contract asks for.
-        max_words: catchable only in calls of at most this many words
-            (None: any): a single reused 2-word block fails up to 4,096
-            words (`tfdptext.privacy.word_statistics`, pair_repeats).
+        bad: for PARTIAL, bad(width) -> the positions whose words are not
+            fresh (copies count at both ends).
     """
 
     name: str
     description: str
     fill: object
-    catchable: bool = True
+    kind: str = DEFECT
     why: str = ""
     rows: int = 1
-    good: bool = False
-    max_words: int = None
+    bad: object = None
 
-    def expected_refused(self, width):
-        """Whether a call of `rows` x `width` words must be refused."""
-        if self.max_words is not None and self.rows * width > self.max_words:
-            return False
-        return self.catchable
+    @property
+    def good(self):
+        return self.kind == GOOD
+
+    @property
+    def catchable(self):
+        return self.kind in (DEFECT, PARTIAL)
+
+    def expectation(self, width, consumed=None):
+        """RELEASE, REFUSE or EXACT for a model of `width` words per row
+        whose mechanism reads `consumed` (None: unknown, so a PARTIAL
+        buffer must be refused unless it is exact for every layout of
+        that width: g = 2 is the least mixing)."""
+        if self.kind in (GOOD, UNCATCHABLE):
+            return RELEASE
+        if self.kind == DEFECT:
+            return REFUSE
+        if consumed is None:
+            consumed = width // 2
+        if extraction.layout(consumed).words != width:
+            raise ValueError(f"`consumed` {consumed} does not give a "
+                             f"buffer of {width} words.")
+        return EXACT if extraction.exact_despite(self.bad(width),
+                                                 consumed) else REFUSE
 
 
 def _random32(rng, shape):
@@ -205,9 +244,65 @@ def _rows_identical(rng, rows, width):
     return np.repeat(_os_urandom(rng, 1, width), rows, axis=0)
 
 
-GENERATORS = {g.name: g for g in (
+def _set_first(values):
+    def fill(rng, rows, width):
+        words = _os_urandom(rng, rows, width)
+        words[:, :len(values)] = np.asarray(values, np.int64).astype(
+            np.uint32).view(np.int32)
+        return words
+    return fill
+
+
+def _zero_at(positions):
+    def fill(rng, rows, width):
+        words = _os_urandom(rng, rows, width)
+        words[:, positions(width)] = 0
+        return words
+    return fill
+
+
+def _first(k):
+    return lambda width: list(range(k))
+
+
+def _last(k):
+    return lambda width: list(range(width - k, width))
+
+
+def _stuck(transform):
+    def fill(rng, rows, width):
+        return transform(_os_urandom(rng, rows, width).view(np.uint32)
+                         ).astype(np.uint32).view(np.int32)
+    return fill
+
+
+def _ascii_text(rng, rows, width):
+    # Printable ASCII (0x20..0x7E), 4 characters per word: bit 7 of every
+    # byte is clear.
+    chars = rng.integers(0x20, 0x7F, size=(rows, 4 * width), dtype=np.uint8)
+    return chars.view("<u4").astype(np.uint32).view(np.int32).reshape(
+        rows, width)
+
+
+def _bytes_not_words(rng, rows, width):
+    # The app filled `width` BYTES (width / 4 words) and left the rest 0.
+    words = np.zeros((rows, width), np.int32)
+    words[:, :width // 4] = _os_urandom(rng, rows, width // 4)
+    return words
+
+
+_PARTIAL_RUNS = [
+    Generator(f"first_{k}_zero", f"fresh words, the first {k} set to 0",
+              _zero_at(_first(k)), kind=PARTIAL, bad=_first(k))
+    for k in range(1, 17)] + [
+    Generator(f"last_{k}_zero", f"fresh words, the last {k} set to 0",
+              _zero_at(_last(k)), kind=PARTIAL, bad=_last(k))
+    for k in range(1, 17)]
+
+
+GENERATORS = {g.name: g for g in [
     Generator("os_urandom", "os.urandom (the contract: the platform's "
-              "secure generator)", _os_urandom, catchable=False, good=True),
+              "secure generator)", _os_urandom, kind=GOOD),
     Generator("counter", "a counter base + i from a random base",
               _counter),
     Generator("counter_random_step", "base + i * s, random base and step",
@@ -222,12 +317,12 @@ GENERATORS = {g.name: g for g in (
               "+ 12345 mod 2^31)", _lcg(LCG31_MULTIPLIER, LCG31_INCREMENT,
                                         2**31)),
     Generator("java_util_random", "java.util.Random seeded with the time "
-              "in ms, nextInt() per word", _java, catchable=False,
+              "in ms, nextInt() per word", _java, kind=UNCATCHABLE,
               why="its output looks uniform to every test; it is "
               "predictable from the seed, which the clock gives away "
               "(tfdptext.audit.java_random finds it from one release)"),
     Generator("previous_call", "a good buffer already sent with an earlier "
-              "call", _previous_call, catchable=False,
+              "call", _previous_call, kind=UNCATCHABLE,
               why="each call is checked alone: the model keeps no memory "
               "of earlier buffers"),
     Generator("half_repeated", "the first half of the buffer copied into "
@@ -244,35 +339,87 @@ GENERATORS = {g.name: g for g in (
               _each_word_twice),
     Generator("block_of_8_tiled", "8 random words repeated over the buffer",
               _block_tiled),
+    Generator("all_even", "random words with bit 0 clear (a generator's "
+              "stuck low bit)", _stuck(lambda w: w & ~np.uint32(1))),
+    Generator("all_odd", "random words with bit 0 set",
+              _stuck(lambda w: w | np.uint32(1))),
+    Generator("multiples_of_4", "random words with bits 0 and 1 clear",
+              _stuck(lambda w: w & ~np.uint32(3))),
+    Generator("top_bit_set", "random words with bit 31 set",
+              _stuck(lambda w: w | np.uint32(0x80000000))),
+    Generator("ascii_text", "bytes of printable ASCII text (bit 7 of every "
+              "byte clear)", _ascii_text),
+    Generator("bytes_not_words", "only the first quarter filled (the app "
+              "filled as many bytes as the buffer has words)",
+              _bytes_not_words),
+    Generator("first_word_0x12345678", "fresh words, the first 0x12345678 "
+              "(a header)", _set_first([0x12345678]), kind=PARTIAL,
+              bad=_first(1)),
+    Generator("first_word_0xffffffff", "fresh words, the first 0xFFFFFFFF",
+              _set_first([0xFFFFFFFF]), kind=PARTIAL, bad=_first(1)),
+    Generator("second_word_zero", "fresh words, the second 0",
+              _zero_at(lambda width: [1]), kind=PARTIAL,
+              bad=lambda width: [1]),
+    Generator("counter_in_first_8", "fresh words, the first 8 a counter "
+              "0..7", _set_first(range(8)), kind=PARTIAL, bad=_first(8)),
+    Generator("words_0_10_20_zero", "fresh words, words 0, 10 and 20 set "
+              "to 0", _zero_at(lambda width: [0, 10, 20]), kind=PARTIAL,
+              bad=lambda width: [0, 10, 20]),
     Generator("token_block_reused", "one token's 768 words (or half the "
-              "buffer) used again for the next token", _token_block_reused),
-    Generator("pair_repeated", "the first Laplace pair (2 words) used twice "
-              "(refused up to 4,096 words per call: every Laplace buffer we "
-              "export)", _pair_repeated, max_words=4096),
+              "buffer) used again for the next token", _token_block_reused,
+              kind=PARTIAL, bad=lambda width: list(range(
+                  2 * min(TOKEN_WORDS, width // 2)))),
+    Generator("pair_repeated", "the first Laplace pair (2 words) used twice",
+              _pair_repeated, kind=PARTIAL, bad=_first(4)),
     Generator("block_of_3_repeated", "3 words used again half a buffer "
-              "later", _block_of_3_repeated),
+              "later (aligned with extraction's groups when g = 2)",
+              _block_of_3_repeated, kind=PARTIAL,
+              bad=lambda width: [0, 1, 2] + [width // 2 + i
+                                             for i in range(3)]),
     Generator("rows_identical", "a batch of 2 rows with the same words",
               _rows_identical, rows=2),
-)}
+] + _PARTIAL_RUNS}
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """What a model did with one generator's buffers."""
+    """What a model did with one generator's buffers.
+
+    Attributes:
+        generator, width, buffers: which, how wide, how many.
+        refused: how many of them the model refused.
+        expected: RELEASE, REFUSE or EXACT (`Generator.expectation`).
+        channel_p: the smallest p-value (Bonferroni-corrected over the
+            output positions) of the released outputs against the good
+            generator's, or None when not tested (too few released, or
+            the good generator itself).
+        alpha: below this p-value the channel differs.
+        why: for generators no check can see, why.
+    """
 
     generator: str
     width: int
     buffers: int
     refused: int
-    expected_refused: bool
-    catchable: bool
+    expected: str
+    channel_p: float = None
+    alpha: float = 1e-6
     why: str = ""
 
     @property
+    def wrong_channel(self):
+        return self.channel_p is not None and self.channel_p < self.alpha
+
+    @property
     def as_expected(self):
-        """Catchable generators refused every time, the others never."""
-        target = self.buffers if self.expected_refused else 0
-        return self.refused == target
+        """GOOD / UNCATCHABLE: never refused; DEFECT and non-exact PARTIAL
+        buffers: always refused; exact PARTIAL buffers: refused, or
+        released by the good buffers' channel."""
+        if self.expected == RELEASE:
+            return self.refused == 0
+        if self.expected == REFUSE:
+            return self.refused == self.buffers
+        return not self.wrong_channel
 
 
 def refused(release):
@@ -283,19 +430,53 @@ def refused(release):
     return bool((~np.isfinite(release)).any())
 
 
+def channel_p_value(reference, releases, max_positions=16):
+    """The smallest Bonferroni-corrected p-value of two-sample tests,
+    one per output position (the first `max_positions`), between the
+    releases of good buffers (`reference`, (n, ...)) and others
+    (`releases`, (m, ...)): chi-square homogeneity on integer releases,
+    Kolmogorov-Smirnov on float ones. 1.0 when they agree in law."""
+    from scipy import stats
+
+    reference = np.asarray(reference).reshape(len(reference), -1)
+    releases = np.asarray(releases).reshape(len(releases), -1)
+    positions = min(reference.shape[1], max_positions)
+    smallest = 1.0
+    for i in range(positions):
+        a, b = reference[:, i], releases[:, i]
+        if np.issubdtype(a.dtype, np.integer):
+            values = np.union1d(a, b)
+            table = np.array([[np.sum(a == v) for v in values],
+                              [np.sum(b == v) for v in values]])
+            if len(values) < 2:
+                p = 1.0
+            else:
+                p = stats.chi2_contingency(table)[1]
+        else:
+            p = stats.ks_2samp(a, b).pvalue
+        smallest = min(smallest, p)
+    return min(1.0, smallest * positions)
+
+
 def check_model(run, width, generators=None, buffers=1, seed=0,
-                max_rows=1):
-    """Feeds each generator's buffers to `run(words) -> release` and
-    counts the refusals.
+                max_rows=1, consumed=None, releases=0, alpha=1e-6):
+    """Feeds each generator's buffers to `run(words) -> release`, counts
+    the refusals, and with `releases` tests the released outputs' law.
 
     Args:
         run: a function of int32 (rows, width) words returning the release
             (numpy) for fixed other inputs.
         width: the model's number of words per row.
         generators: names (default: all that need at most `max_rows` rows).
-        buffers: buffers per generator (fresh bases, seeds and steps).
+        buffers: buffers per generator for the refusal count (fresh bases,
+            seeds and steps).
         seed: the numpy seed of the generators' own randomness.
         max_rows: the batch the model takes (phone models: 1).
+        consumed: the words the model's mechanism reads (None: the least
+            mixing layout of `width`, g = 2).
+        releases: releases per released generator (and of the good one)
+            for the channel test; 0: no test.
+        alpha: the channel test's level (Bonferroni over positions).
 
     Returns:
         A list of `Verdict`.
@@ -303,6 +484,10 @@ def check_model(run, width, generators=None, buffers=1, seed=0,
     rng = np.random.default_rng(seed)
     names = generators or [n for n, g in GENERATORS.items()
                            if g.rows <= max_rows]
+    reference = None
+    if releases:
+        reference = np.stack([np.asarray(run(_os_urandom(rng, 1, width)))
+                              for _ in range(releases)])
     out = []
     for name in names:
         generator = GENERATORS[name]
@@ -310,27 +495,141 @@ def check_model(run, width, generators=None, buffers=1, seed=0,
         for _ in range(buffers):
             words = generator.fill(rng, generator.rows, width)
             count += refused(run(words))
+        p = None
+        if releases and not generator.good and generator.rows == 1:
+            outputs = [np.asarray(run(generator.fill(rng, 1, width)))
+                       for _ in range(releases)]
+            kept = [o for o in outputs if not refused(o)]
+            if len(kept) >= max(20, releases // 4):
+                p = channel_p_value(reference, np.stack(kept))
         out.append(Verdict(name, width, buffers, count,
-                           generator.expected_refused(width),
-                           generator.catchable, generator.why))
+                           generator.expectation(width, consumed), p, alpha,
+                           generator.why))
     return out
 
 
 def laplace_phone_model(dimension=384, epsilon=1.0):
     """A DPNR-like phone model without an encoder: x (1, dimension) ->
     MinMaxNormalize -> LaplaceNoise(epsilon), noise from `random_words`
-    (4 words per coordinate) checked as a phone model checks them,
-    converted to TFLite (batch 1). Returns (tflite bytes, number of
-    words)."""
+    (4 words per coordinate, each the sum of 2: `extraction.layout(4 *
+    dimension)`) checked as a phone model checks them, converted to
+    TFLite (batch 1). Returns (tflite bytes, number of words)."""
     from tfdptext import layers
+
+    phone = _privatizer_phone(
+        layers.LaplaceNoise(epsilon), (dimension,), "float32",
+        np.zeros((1, dimension), np.float32),
+        before=layers.MinMaxNormalize())
+    return phone.tflite, phone.width
+
+
+@dataclasses.dataclass(frozen=True)
+class Phone:
+    """A privatizer alone, as a phone model runs it (the same extraction
+    and checks), in TFLite: `run(words)` feeds `feed` with the words.
+
+    Attributes:
+        name: the mechanism.
+        tflite: the .tflite bytes (batch 1).
+        feed: its inputs other than `random_words`.
+        width: random words per call.
+        consumed: the words its mechanism reads.
+    """
+
+    name: str
+    tflite: bytes
+    feed: dict
+    width: int
+    consumed: int
+
+
+def _privatizer_phone(privatizer, shape, dtype, x, before=None, name=""):
     from tfdptext.export import tflite
     from tfdptext.models import secure
 
-    model = secure.secure_privatizer_model(
-        layers.LaplaceNoise(epsilon), (dimension,),
-        before=layers.MinMaxNormalize())
-    width = int(model.input[secure.RANDOM_WORDS].shape[-1])
-    return tflite.convert(model, batch_size=1), width
+    model = secure.secure_privatizer_model(privatizer, shape, dtype,
+                                           before=before)
+    return Phone(name, tflite.convert(model, batch_size=1), {"x": x},
+                 int(model.input[secure.RANDOM_WORDS].shape[-1]),
+                 secure.phone_consumed_words(model))
+
+
+# The d_chi and BRR text-to-text entries have no AuditSetting (the audit
+# has rows of their own): their phone models here use these.
+_TEXT_DEFAULTS = {"dchi": (1.5, (1, 2)), "brr": (1.0, (1, 2))}
+
+
+def _text_phone(name):
+    """A registered text-to-text mechanism on the audit's toy table
+    (`tfdptext.audit.mechanisms.text_audit_table`; BRR on 8-bit codes of
+    its rows' signs), its setting's pair of ids as a 2-token input."""
+    from tfdptext import mechanisms as text_mechanisms
+    from tfdptext.audit import mechanisms as audit_mechanisms
+
+    entry = text_mechanisms.get(name)
+    table, vocabulary = audit_mechanisms.text_audit_table()
+    if entry.audit is not None:
+        value, options = entry.audit.value, list(entry.audit.options)
+        pair = entry.audit.pair
+    else:
+        (value, pair), options = _TEXT_DEFAULTS[name], []
+    if entry.table == text_mechanisms.CODES:
+        # 8 distinct bits per row: the rows' signs against 4 directions.
+        directions = np.array([[1, 0], [0, 1], [1, 1], [1, -1]], np.float32)
+        projections = table @ directions.T
+        table = np.concatenate([projections > 0, projections > 1],
+                               axis=1).astype(np.float32)
+    settings = text_mechanisms.Settings(
+        value, entry.parse_options(options), table, (0,), (0,),
+        "the audit's toy table", vocabulary)
+    layer = entry.layer(settings)
+    ids = np.array([list(pair)], np.int32)
+    return _privatizer_phone(layer, (2,), "int32", ids,
+                             name=f"{name}_text_to_text")
+
+
+def mechanism_phones(names=None):
+    """{name: Phone} of every kind of phone model we export: the code
+    release (3 codes, epsilon 2), 384-d Laplace after min-max (DPNR),
+    d_chi on one 384-d vector and on 16 tokens of 384-d, and every
+    registered text-to-text mechanism (BRR included) on a toy table. Each
+    is converted when asked for (`names`: a subset)."""
+    from tfdptext import layers
+    from tfdptext import mechanisms as text_mechanisms
+
+    rng = np.random.default_rng(0)
+    builders = {
+        "code_release": lambda: _privatizer_phone(
+            layers.CodeRandomizedResponse(2.0, 3), (), "int32",
+            np.zeros((1,), np.int32), name="code_release"),
+        "laplace_384": lambda: _privatizer_phone(
+            layers.LaplaceNoise(1.0), (384,), "float32",
+            rng.random((1, 384)).astype(np.float32),
+            before=layers.MinMaxNormalize(), name="laplace_384"),
+        "dchi_sequence_384": lambda: _privatizer_phone(
+            layers.DChiNoise(20.0, vectors="sequences"), (384,), "float32",
+            np.zeros((1, 384), np.float32), name="dchi_sequence_384"),
+        "dchi_tokens_16x384": lambda: _privatizer_phone(
+            layers.DChiNoise(20.0), (16, 384), "float32",
+            np.zeros((1, 16, 384), np.float32), name="dchi_tokens_16x384"),
+    }
+    for name in text_mechanisms.REGISTRY:
+        builders[f"{name}_text_to_text"] = (
+            lambda name=name: _text_phone(name))
+    wanted = list(builders) if names is None else list(names)
+    unknown = [n for n in wanted if n not in builders]
+    if unknown:
+        from tfdptext.errors import ArgumentError
+
+        raise ArgumentError(f"Unknown phone model(s) {unknown}; choose "
+                            f"from {', '.join(builders)}.")
+    return {name: builders[name]() for name in wanted}
+
+
+def check_phone(phone, **kwargs):
+    """`check_model` on a `Phone`, with its layout."""
+    return check_tflite(phone.tflite, phone.feed, phone.width,
+                        consumed=phone.consumed, **kwargs)
 
 
 def check_tflite(tflite_bytes, feed, width, output=None, signature=None,
@@ -351,7 +650,8 @@ def check_tflite(tflite_bytes, feed, width, output=None, signature=None,
 
 def check_export(export_dir, text="the staff was friendly", **kwargs):
     """`check_model` on every phone model (length) of an export that takes
-    random words, with `text` as the input: {length: [Verdict]}."""
+    random words, with `text` as the input and each model's extraction
+    layout from the manifest: {length: [Verdict]}."""
     from tfdptext.export.local import ExportedPipeline
 
     pipeline = ExportedPipeline(export_dir)
@@ -369,19 +669,24 @@ def check_export(export_dir, text="the staff was friendly", **kwargs):
         def run(words, runner=runner, feed=feed):
             return runner(**feed, random_words=words)[pipeline.spec.release]
 
-        out[model.length] = check_model(run, model.random_words, **kwargs)
+        out[model.length] = check_model(
+            run, model.random_words, consumed=model.consumed_words,
+            **kwargs)
     return out
 
 
 def markdown_table(verdicts):
     """The verdicts as a markdown table."""
-    lines = ["| generator | words | buffers | refused | expected | "
-             "as expected |", "|---|---|---|---|---|---|"]
+    lines = ["| generator | words | buffers | refused | expected | channel "
+             "of the released (p) | as expected |",
+             "|---|---|---|---|---|---|---|"]
     for v in verdicts:
-        expected = "refused" if v.expected_refused else (
-            "released (cannot be caught)" if not v.catchable and
-            GENERATORS[v.generator].why else "released")
+        expected = v.expected
+        if v.expected == RELEASE and v.why:
+            expected = "release (cannot be caught)"
+        channel = "-" if v.channel_p is None else (
+            f"{'WRONG' if v.wrong_channel else 'same'} ({v.channel_p:.2g})")
         lines.append(f"| {v.generator} | {v.width:,} | {v.buffers} | "
-                     f"{v.refused} | {expected} | "
+                     f"{v.refused} | {expected} | {channel} | "
                      f"{'yes' if v.as_expected else 'NO'} |")
     return "\n".join(lines)

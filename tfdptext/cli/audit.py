@@ -12,15 +12,23 @@ FAIL; the exit status is 1 when any row is not as expected.
 
     tfdptext-audit --random_words --export_dir=exports/ag_eps0.05
 
---random_words instead feeds the phone model buffers of random words
-filled as apps fill them (tfdptext.audit.word_generators: counters, Weyl
-and LCG sequences, java.util.Random, reused and repeated blocks, byte
-patterns, os.urandom), --word_buffers of each, and reports which releases
-fail closed: every length of --export_dir's phone model, or without it a
-384-d Laplace phone model built here. Structured buffers must be refused,
-os.urandom must pass, and the generators no check can see (a predictable
-generator, a buffer from an earlier call) pass, as the table says; the
-exit status is 1 when a row is not as expected.
+--random_words instead feeds phone models buffers of random words filled
+as apps fill them (tfdptext.audit.word_generators: os.urandom; counters,
+Weyl and LCG sequences, stuck bits, ASCII text, a buffer filled by bytes
+not words, repeated blocks; fresh words with the first or last k words
+zero for k = 1..16, a header word, a counter in the first words, spread
+zeros; java.util.Random and a buffer from an earlier call), --word_buffers
+of each for the refusals and --word_releases of each for the law of what
+is released: every length of --export_dir's phone model, or without it
+the phone model of every mechanism we export (--word_models, a
+privatizer alone on a small input: the code release, 384-d Laplace,
+d_chi on a vector and on 16 tokens, every text-to-text mechanism).
+Buffers with a defect of the whole buffer must be refused; partly bad
+buffers whose every extraction group keeps a fresh word must be refused
+or released by the good buffers' law (a two-sample test per output
+position); os.urandom, and the generators no check can see, pass. The
+exit status is 1 when a row is not as expected: a defective buffer
+released, or a release that follows another channel.
 """
 
 import sys
@@ -73,6 +81,16 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_integer("word_buffers", 10,
                          "With --random_words: buffers per generator.",
                          lower_bound=1, flag_values=flag_values)
+    flags.DEFINE_integer("word_releases", 300,
+                         "With --random_words: releases per generator "
+                         "(and of os.urandom) for the two-sample test of "
+                         "what is released; 0 skips it.", lower_bound=0,
+                         flag_values=flag_values)
+    flags.DEFINE_list("word_models", [ALL],
+                      "With --random_words and no --export_dir: the phone "
+                      "models to audit (tfdptext.audit.word_generators."
+                      "mechanism_phones), or 'all'.",
+                      flag_values=flag_values)
     flags.DEFINE_bool("tflite", False,
                       "Also audit privatizer models converted to TFLite, run "
                       "in ai-edge-litert's Interpreter.",
@@ -112,8 +130,9 @@ def audit(argv):
     if len(argv) > 1:
         raise ArgumentError(f"Unexpected arguments: {argv[1:]}.")
     if FLAGS.random_words:
+        models = None if ALL in FLAGS.word_models else FLAGS.word_models
         return audit_random_words(FLAGS.export_dir, FLAGS.word_buffers,
-                                  FLAGS.output)
+                                  FLAGS.output, FLAGS.word_releases, models)
     from tfdptext.audit import auditor
     from tfdptext.audit import mechanisms
 
@@ -135,44 +154,43 @@ def audit(argv):
     return 0
 
 
-def audit_random_words(export_dir=None, buffers=10, output=None):
+def audit_random_words(export_dir=None, buffers=10, output=None,
+                       releases=300, models=None):
     """--random_words: the generators against the phone model of
-    `export_dir` (every length; None: a 384-d Laplace phone model built
-    here), `buffers` each; prints the table (and writes it to `output`).
-    Returns the exit status: 1 when a row is not as expected."""
+    `export_dir` (every length) or, without it, against the phone model
+    of every mechanism (`models`: a subset), `buffers` each for the
+    refusals and `releases` each for the channel test; prints the table
+    (and writes it to `output`). Returns the exit status: 1 when a row is
+    not as expected."""
     import json
-
-    import numpy as np
 
     from tfdptext.audit import word_generators
 
+    sections = {}
     if export_dir:
-        by_length = word_generators.check_export(export_dir,
-                                                 buffers=buffers)
-        where = f"phone model of {export_dir}"
+        for length, verdicts in word_generators.check_export(
+                export_dir, buffers=buffers, releases=releases).items():
+            sections[f"phone model of {export_dir}, length {length}"] = \
+                verdicts
     else:
-        model, width = word_generators.laplace_phone_model()
-        feed = {"x": np.random.default_rng(0).random((1, 384)).astype(
-            np.float32)}
-        by_length = {None: word_generators.check_tflite(
-            model, feed, width, buffers=buffers)}
-        where = "a 384-d Laplace phone model (MinMaxNormalize -> " \
-            "LaplaceNoise, TFLite)"
-    sections = []
-    for length, verdicts in by_length.items():
-        title = f"{where}" + (f", length {length}" if length else "")
-        sections.append(f"{title}\n\n" +
-                        word_generators.markdown_table(verdicts))
-    table = "\n\n".join(sections)
+        for name, phone in word_generators.mechanism_phones(models).items():
+            start = time.time()
+            sections[f"{name} ({phone.width:,} words, {phone.consumed:,} "
+                     f"read)"] = word_generators.check_phone(
+                         phone, buffers=buffers, releases=releases)
+            print(f"{name}: {time.time() - start:.1f} s", flush=True)
+    table = "\n\n".join(f"{title}\n\n" + word_generators.markdown_table(
+        verdicts) for title, verdicts in sections.items())
     print(table)
     if output:
         with open(output, "w") as f:
             if output.endswith(".json"):
-                json.dump({str(k): [v.__dict__ for v in vs]
-                           for k, vs in by_length.items()}, f, indent=2)
+                json.dump({title: [v.__dict__ for v in vs]
+                           for title, vs in sections.items()}, f, indent=2)
             else:
                 f.write(table + "\n")
-    unexpected = sorted({v.generator for vs in by_length.values()
+    unexpected = sorted({f"{title}: {v.generator}"
+                         for title, vs in sections.items()
                          for v in vs if not v.as_expected})
     if unexpected:
         print(f"\nNot as expected: {', '.join(unexpected)}",

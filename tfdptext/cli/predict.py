@@ -6,7 +6,8 @@ The TFLite user model privatizes each sentence (as the phone would, with the
 phone model of the shortest input length that holds its tokens); its output
 alone goes to the SavedModel's serving_default signature. Prints the length
 used, what was released, the predicted label's name (and index), the
-probabilities and the guarantee.
+probabilities (for a code release: the decoder's table row for the code,
+the same for every text that released it) and the guarantee.
 """
 
 from absl import flags
@@ -50,11 +51,19 @@ def predict(argv):
     for i, text in enumerate(texts):
         shown = np.array2string(np.ravel(released[main_output][i])[:6],
                                 precision=3)
+        probabilities = np.array2string(answer["probabilities"][i],
+                                        precision=3)
+        if "about_probabilities" in answer:  # a code release: a lookup
+            code = int(np.ravel(released[main_output][i])[0])
+            probabilities = (f"P(class | code {code}) {probabilities} (the "
+                             "decoder's table row for this code, not a "
+                             "confidence about this text)")
+        else:
+            probabilities = f"probabilities {probabilities}"
         print(f"{text!r}\n  phone model of length {lengths[i]}\n"
               f"  released {main_output}: {shown} ...\n"
               f"  label {answer['label_name'][i]} "
-              f"({int(answer['label'][i])}), probabilities "
-              f"{np.array2string(answer['probabilities'][i], precision=3)}")
+              f"({int(answer['label'][i])}), {probabilities}")
     print(Guarantee.from_dict(pipeline.manifest["guarantee"]))
 
 

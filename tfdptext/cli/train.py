@@ -62,18 +62,33 @@ def train(argv):
                              announce=announce)
     from tfdptext.evaluation import report
 
-    print(f"\ndev accuracy {metrics['dev_accuracy']:.4f}, test accuracy "
-          f"{metrics['test_accuracy']:.4f} (majority class "
-          f"{_majority(metrics)} on the test split: "
-          f"{metrics['majority_test_accuracy']:.4f})")
+    print("\n" + _accuracy_line(metrics))
     print(metrics["guarantee_text"])
     if metrics.get("limit"):
         print(report.limit_text(metrics["limit"]))
+    training_data = metrics.get("training_release")
+    if training_data:
+        print(f"Training data ({training_data['mode']}): "
+              + training_data["guarantee_text"].splitlines()[0])
     if metrics.get("label_privacy"):
         labels = metrics["label_privacy"]
         print(labels.get("example_guarantee_text",
                          labels["guarantee_text"]))
     print(f"Run directory: {FLAGS.output_dir}")
+
+
+def _accuracy_line(metrics):
+    """Dev and test accuracy, saying which labels they are measured on
+    when the training labels were randomized (--label_epsilon)."""
+    labels = metrics.get("label_privacy")
+    clean = " on the clean labels" if labels else ""
+    line = f"dev accuracy{clean} {metrics['dev_accuracy']:.4f}"
+    if labels and labels.get("dev_accuracy_randomized_labels") is not None:
+        line += (f" ({labels['dev_accuracy_randomized_labels']:.4f} on the "
+                 "randomized dev labels, the only ones a server holds)")
+    return (line + f", test accuracy{clean} {metrics['test_accuracy']:.4f} "
+            f"(majority class {_majority(metrics)} on the test split: "
+            f"{metrics['majority_test_accuracy']:.4f})")
 
 
 def _majority(metrics):

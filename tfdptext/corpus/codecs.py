@@ -164,9 +164,11 @@ def for_word_list(words, special_token_ids=()):
     """The codec of a codes vocabulary: WordPieceCodec (uncased) when it
     holds [PAD] [UNK] [CLS] [SEP] [MASK] (a BERT preset's vocabulary),
     else WordCodec."""
-    from tfdptext.data import tokenization
+    from tfdptext.vocabulary import SPECIAL_TOKENS
 
     words = list(words)
-    if all(token in words for token in tokenization.SPECIAL_TOKENS):
+    if all(token in words for token in SPECIAL_TOKENS):
+        from tfdptext.data import tokenization  # TensorFlow
+
         return WordPieceCodec(tokenization.TextTokenizer(words))
     return WordCodec(words, unknown_id(words, special_token_ids))

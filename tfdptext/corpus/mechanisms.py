@@ -28,6 +28,8 @@ import dataclasses
 import functools
 import hashlib
 import os
+import threading
+import time
 from typing import Callable
 
 import numpy as np
@@ -314,9 +316,27 @@ def spec(name):
     return MECHANISMS[name]
 
 
+_BUILD_LOCK = threading.Lock()
+
+
 @functools.lru_cache(maxsize=4)
+def _build_once(config):
+    start = time.perf_counter()
+    mechanism = spec(config.mechanism).build(config)
+    mechanism.load_seconds = time.perf_counter() - start
+    return mechanism
+
+
 def build(config):
     """The CorpusMechanism of a validated CorpusConfig, built once per
-    process (a worker's DoFns and, under the DirectRunner, the job's
-    pre-flight share it; it holds no noise state)."""
-    return spec(config.mechanism).build(config)
+    process however many threads and DoFn instances ask for it (a worker's
+    DoFns and, in one process, the job's pre-flight share it; it holds no
+    noise state, and its privatizer's caches outlive bundles). Its
+    `load_seconds` is how long the build took."""
+    with _BUILD_LOCK:
+        return _build_once(config)
+
+
+def builds():
+    """How many mechanisms this process has built (tables loaded)."""
+    return _build_once.cache_info().misses

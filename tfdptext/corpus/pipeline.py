@@ -2,11 +2,14 @@
 
     Read      each input file in one DoFn that numbers its texts:
               ((file index, line number), text)
-    Spread    Reshuffle, so that the lines of one file privatize in parallel
-    Batch     BatchElements (up to `batch_size` lines)
-    Privatize one CorpusMechanism per worker, built in DoFn.setup(); every
-              batch encodes, privatizes (fresh os.urandom noise per token)
-              and decodes: ((file index, line number), private text)
+    Batch     group by (file index, line number // batch_size): batches
+              of `batch_size` consecutive lines (fewer at a file's end),
+              spread over the workers by the shuffle
+    Privatize one CorpusMechanism per worker process, built once
+              (`mechanisms.build`) however often the runner calls
+              DoFn.setup(); every batch encodes, privatizes (fresh
+              os.urandom noise per token) and decodes: ((file index, line
+              number), private text)
     Blocks    group by (file index, line number // block_lines), sort by
               line number, check that the block holds exactly its lines,
               write it to .tfdptext-blocks/
@@ -19,6 +22,11 @@ runner's order or parallelism; a file of L lines gives L output lines (0
 lines: an empty output). After the pipeline, `run` checks each output's
 line count, removes the blocks folder and writes manifest.json last
 (`tfdptext.corpus.outdir`).
+
+Nothing is emitted from finish_bundle: Beam 2.77's DaskRunner drops
+what a DoFn emits there (it collects a bundle's outputs before calling
+finish_bundle), which lost the last batch of every bundle when the job
+batched with BatchElements; the line checks below caught it.
 
 The same pipeline runs on any Beam runner: pass its options
 (`pipeline_args`, e.g. ["--runner=DataflowRunner", "--project=...",
@@ -41,7 +49,11 @@ from tfdptext.errors import TfdptextError
 # Lines per block file: bounds the memory one worker needs to sort a block.
 BLOCK_LINES = 10000
 NAMESPACE = "tfdptext"
-COUNTERS = ("lines", "tokens", "split_lines")
+# "table_loads": mechanisms built by the workers (their pre-flight build
+# serves the workers that share the job's process); "cache_hits" and
+# "cache_misses": the per-word tables of the exponential mechanisms.
+COUNTERS = ("lines", "tokens", "split_lines", "batches", "table_loads",
+            "cache_hits", "cache_misses")
 
 
 class CorpusJobError(TfdptextError):
@@ -71,25 +83,51 @@ class ReadTexts(beam.DoFn):
 
 
 class PrivatizeBatch(beam.DoFn):
-    """[(key, text)] -> (key, private text) for each, in one CorpusMechanism
-    built once per worker."""
+    """(batch key, [(key, text)]) -> (key, private text) for each, in one
+    CorpusMechanism per worker process (`mechanisms.build`).
+
+    Counters: "table_loads" is 1 for each build this DoFn's setup caused
+    (with its time in the "table_load_ms" distribution), "cache_hits" and
+    "cache_misses" count the privatizer's table cache over each batch."""
 
     def __init__(self, config):
         self.config = config
         self.tokens = Metrics.counter(NAMESPACE, "tokens")
         self.split_lines = Metrics.counter(NAMESPACE, "split_lines")
+        self.batches = Metrics.counter(NAMESPACE, "batches")
+        self.table_loads = Metrics.counter(NAMESPACE, "table_loads")
+        self.load_ms = Metrics.distribution(NAMESPACE, "table_load_ms")
+        self.cache_hits = Metrics.counter(NAMESPACE, "cache_hits")
+        self.cache_misses = Metrics.counter(NAMESPACE, "cache_misses")
         self.mechanism = None
+        self._loaded = False
 
     def setup(self):
+        before = mechanisms.builds()
         self.mechanism = mechanisms.build(self.config)
+        # Reported by the first batch (counters count inside bundles).
+        self._loaded = mechanisms.builds() > before
 
-    def process(self, batch):
+    def process(self, keyed_batch):
+        _, batch = keyed_batch
+        batch = list(batch)
+        if self._loaded:
+            self._loaded = False
+            self.table_loads.inc()
+            self.load_ms.update(int(1000 * self.mechanism.load_seconds))
+        cache = getattr(self.mechanism.privatizer, "cache_info", None)
+        before = cache() if cache else None
         counts = {}
         private = self.mechanism.privatize_texts(
             [text for _, text in batch], self.config.max_tokens,
             self.config.batch_size, counts)
         self.tokens.inc(counts.get("tokens", 0))
         self.split_lines.inc(counts.get("split_lines", 0))
+        self.batches.inc()
+        if cache:
+            after = cache()
+            self.cache_hits.inc(after["hits"] - before["hits"])
+            self.cache_misses.inc(after["misses"] - before["misses"])
         for (key, _), text in zip(batch, private):
             yield key, text
 
@@ -150,9 +188,8 @@ def build_pipeline(pipeline, config, input_files, output_dir, *,
         files
         | "ReadTexts" >> beam.ParDo(ReadTexts(config.input_format,
                                               config.tfrecord_feature))
-        | "Spread" >> beam.Reshuffle()
-        | "Batch" >> beam.BatchElements(
-            min_batch_size=1, max_batch_size=config.batch_size)
+        | "ByBatch" >> beam.Map(_by_batch, config.batch_size)
+        | "Batch" >> beam.GroupByKey()
         | "Privatize" >> beam.ParDo(PrivatizeBatch(config)))
     blocks = (
         private
@@ -169,6 +206,11 @@ def build_pipeline(pipeline, config, input_files, output_dir, *,
 
 def _by_index(source):
     return source.index, source
+
+
+def _by_batch(element, batch_size):
+    (index, number), _ = element
+    return (index, number // batch_size), element
 
 
 def _by_block(element, block_lines):
@@ -256,16 +298,22 @@ def _error_classes():
 
 
 def _statistics(result):
-    """The job's counters (lines, tokens, lines split into pieces), where
-    the runner reports them."""
+    """The job's counters (`COUNTERS`) and the longest table load in a
+    worker ("table_load_ms_max"), where the runner reports them."""
     try:
-        counters = result.metrics().query(
-            MetricsFilter().with_namespace(NAMESPACE))["counters"]
+        found = result.metrics().query(
+            MetricsFilter().with_namespace(NAMESPACE))
     except Exception:  # Not every runner reports metrics.
         return {}
     totals = {}
-    for counter in counters:
+    for counter in found["counters"]:
         name = counter.key.metric.name
         if name in COUNTERS:
             totals[name] = totals.get(name, 0) + int(counter.committed or 0)
+    for distribution in found.get("distributions", []):
+        value = distribution.committed
+        if distribution.key.metric.name == "table_load_ms" and value and \
+                value.count:
+            totals["table_load_ms_max"] = max(
+                totals.get("table_load_ms_max", 0), int(value.max))
     return totals

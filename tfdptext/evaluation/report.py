@@ -108,41 +108,37 @@ def _release_text(result):
 
 
 def limit_text(limit):
-    """One paragraph on the randomized-response limit of an accuracy
+    """One paragraph on the limit of an accuracy
     (`tfdptext.privacy.limit.limit_report`, plus its reference source)."""
     if not limit.get("applies"):
-        return f"No randomized-response limit applies: {limit['reason']}."
-    if limit.get("reference_given"):
-        whose = (f"randomized response on the prediction of the non-private "
-                 f"reference (accuracy {_f(limit['reference_accuracy'])}, "
-                 f"{limit.get('reference_source')})")
-        decoded = ("decoded by Bayes' rule for its confusion matrix on the "
-                   "test split" if limit.get("reference_model") ==
-                   "confusion" else "its errors taken as spread evenly, "
-                   "decoded by Bayes' rule for the test split's class "
-                   "frequencies")
-    else:
-        whose = ("randomized response on the true class (a perfect "
-                 "classifier; `tfdptext-eval --reference_run` starts from "
-                 "the non-private run of the same budget)")
-        decoded = ("decoded by Bayes' rule for the test split's class "
-                   "frequencies")
-    kind = ("a proven upper bound" if limit["kind"] == "theorem" else
-            "a reference, not a proven bound")
-    return (f"Limit at {limit['epsilon_per_text']:.4g} per text (delta "
-            f"{limit['delta']:.2g}), {whose}, {decoded}: "
-            f"{_f(limit['limit'])} ({kind}); "
-            f"this release reaches {limit['share_of_limit']:.3f} of it"
-            + (f" (95% interval {limit['share_of_limit_95'][0]:.3f}-"
-               f"{limit['share_of_limit_95'][1]:.3f} over "
-               f"{limit['num_texts']} test texts)"
-               if "share_of_limit_95" in limit else "") + ". "
-            + (f"No release at this epsilon lets any classifier beat "
-               f"{_f(limit['bound_any_classifier'])}."
-               if limit["bound_kind"] == "theorem" else
-               f"Randomized response on the true class reaches "
-               f"{_f(limit['bound_any_classifier'])} (with unequal classes "
-               f"and K > 2, not proven optimal)."))
+        return f"No limit applies: {limit['reason']}."
+    bound = (f"no release of a text at this epsilon lets any server name "
+             f"the class more often than {_f(limit['bound_any_classifier'])}"
+             " for the test split's class frequencies (a theorem: the "
+             "linear program over LDP channels)")
+    rr = limit.get("randomized_response")
+    share = (f"this release reaches {limit['share_of_limit']:.3f} of it"
+             + (f" (95% interval {limit['share_of_limit_95'][0]:.3f}-"
+                f"{limit['share_of_limit_95'][1]:.3f} over "
+                f"{limit['num_texts']} test texts)"
+                if "share_of_limit_95" in limit else ""))
+    head = (f"Limit at {limit['epsilon_per_text']:.4g} per text (delta "
+            f"{limit['delta']:.2g}): ")
+    if not limit.get("reference_given"):
+        return (head + bound + (f"; K-ary randomized response gets {_f(rr)}"
+                                if rr is not None else "") + f"; {share}.")
+    what = ("its confusion matrix on the test split" if
+            limit.get("reference_model") == "confusion" else
+            "its accuracy, its errors taken as spread evenly")
+    return (head + f"the best LDP channel applied to the prediction of the "
+            f"non-private reference (accuracy "
+            f"{_f(limit['reference_accuracy'])}, "
+            f"{limit.get('reference_source')}), from {what}: "
+            f"{_f(limit['limit'])} (a reference for releases built on that "
+            "classifier, not a bound on every release"
+            + (f"; K-ary randomized response on it gets {_f(rr)}"
+               if rr is not None else "")
+            + f"); {share}. Bound: {bound}.")
 
 
 def write_report(result, output_dir):

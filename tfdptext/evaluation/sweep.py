@@ -268,21 +268,22 @@ _LIMIT_COLUMNS = ("epsilon_per_text", "limit", "share_of_limit")
 
 def limit_curve(limit, epsilons):
     """The limit of `limit` (an eval.json "utility.limit") at each of
-    `epsilons` per text, same K, reference, prior and delta."""
+    `epsilons` per text, same K, reference, prior and delta
+    (`tfdptext.privacy.limit.limit_at`: the best LDP channel on the
+    reference's predictions, or the bound without a reference)."""
     from tfdptext.privacy import limit as limit_lib
 
-    if limit.get("reference_confusion") is not None:
-        return [limit_lib.rr_reference(e, limit["reference_confusion"],
-                                       limit["delta"]) for e in epsilons]
-    return [limit_lib.rr_limit(e, limit["num_classes"],
-                               limit["reference_accuracy"], limit["prior"],
-                               limit["delta"]) for e in epsilons]
+    given = limit.get("reference_given", True)
+    return [limit_lib.limit_at(
+        e, limit["num_classes"], limit["prior"], limit["delta"],
+        limit["reference_accuracy"] if given else None,
+        limit.get("reference_confusion")) for e in epsilons]
 
 
 def plot_against_limit(plt, groups, others, rows, path):
     """Test accuracy against epsilon per text (log axis), one line per
     group of the other grid values, with the limit curve of each distinct
-    reference drawn dashed."""
+    reference drawn dashed and the bound (no reference) dotted."""
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     for key, group in groups.items():
         group = sorted([r for r in group if "_limit" in r],
@@ -301,8 +302,20 @@ def plot_against_limit(plt, groups, others, rows, path):
                limit["num_classes"])
         curves.setdefault(key, limit)
     for (reference, _, _), limit in curves.items():
+        label = (f"limit: best LDP channel on the reference's predictions "
+                 f"(accuracy {reference:.3f})" if limit.get(
+                     "reference_given", True) else
+                 "bound: best LDP release (linear program)")
         ax.plot(grid, limit_curve(limit, grid), "k--", linewidth=1,
-                label=f"limit (reference accuracy {reference:.3f})")
+                label=label)
+    bounds = {(tuple(lim["prior"] or ()), lim["num_classes"], lim["delta"]):
+              lim for lim in curves.values() if lim.get("reference_given",
+                                                         True)}
+    for limit in bounds.values():
+        ax.plot(grid, limit_curve({**limit, "reference_given": False,
+                                   "reference_confusion": None}, grid),
+                "k:", linewidth=1,
+                label="bound: no LDP release does better (any classifier)")
     ax.set_xscale("log")
     ax.set_xlabel("epsilon per text")
     ax.set_ylabel("test accuracy")

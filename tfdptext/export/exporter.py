@@ -68,14 +68,17 @@ import tensorflow as tf
 
 from tfdptext import rundir
 from tfdptext import runfiles
+from tfdptext.data import tokenizer_vectors
 from tfdptext.data.tokenization import TextTokenizer
 from tfdptext.errors import TfdptextError
 from tfdptext.export import tables
 from tfdptext.export import text_input
 from tfdptext.export import tflite
+from tfdptext.models import input_checks
 from tfdptext.models import secure
 from tfdptext.models import split as split_lib
 from tfdptext.models import split_spec
+from tfdptext.privacy import extraction
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import randomness
 from tfdptext.version import __version__
@@ -290,32 +293,79 @@ def server_input_specs(split_point, max_length, dim, *, any_length=False):
                 length, dim)]
 
 
-def _refuse_unusable(release):
-    """Server-side check: a release holding NaN/inf (or, for token ids, a
-    negative id) was made with failed randomness or a broken
-    representation; the signature refuses it rather than classify it."""
+# What a refused release is, by split point (the server's messages name it).
+RELEASE_KINDS = {
+    split_spec.SEQUENCE: "vector",
+    split_spec.TOKEN: "list of token vectors",
+    split_spec.TEXT_TO_TEXT: "token list",
+    split_spec.CODE: "code",
+}
+_PHONE_REFUSAL = ("the phone model's refusal: its token inputs or its "
+                  "random words failed their checks (its input_status "
+                  "output says which); discard it and privatize the text "
+                  "again with fresh random words")
+
+
+def _refuse_unusable(release, spec, num_codes=None):
+    """Server-side check: a release holding NaN/inf (or, for integers, -1)
+    is the phone model's refusal, and a code outside [0, num_codes) no
+    code at all; the signature refuses it, naming what was refused,
+    rather than classify it."""
+    kind = RELEASE_KINDS[spec.name]
+    prefix = f"tfdptext: refused release (a {kind}): {spec.release}"
+    checks = []
     if release.dtype.is_integer:
-        ok = tf.reduce_all(release >= 0)
-        message = ("tfdptext: refused release: negative token ids (the "
-                   "phone model's random words failed their checks)")
+        negative = tf.reduce_all(release >= 0)
+        checks.append(tf.debugging.Assert(negative, [
+            f"{prefix} holds a negative value: -1 is {_PHONE_REFUSAL}"]))
+        if num_codes is not None:
+            checks.append(tf.debugging.Assert(
+                tf.reduce_all(release < num_codes), [
+                    f"{prefix} holds a code above {num_codes - 1}: the "
+                    f"model has {num_codes} codes, 0 to {num_codes - 1}; "
+                    "got", tf.reduce_max(release)]))
     else:
-        ok = tf.reduce_all(tf.math.is_finite(release))
-        message = ("tfdptext: refused release: NaN or inf (the phone "
-                   "model's random words failed their checks, or its input "
-                   "was not finite)")
-    with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
+        finite = tf.reduce_all(tf.math.is_finite(release))
+        checks.append(tf.debugging.Assert(finite, [
+            f"{prefix} holds NaN or inf, {_PHONE_REFUSAL} (or the value "
+            "sent was not a number)"]))
+    with tf.control_dependencies(checks):
         return tf.identity(release)
 
 
 def _refuse_non_finite(probabilities):
-    """Server-side check of the answer: NaN comes from a release the model
-    cannot read (a code outside [0, m): `tfdptext.models.CodeDecoder`), and
-    is refused rather than answered."""
+    """Server-side check of the answer: it must be finite (the release
+    checks above come first; this is the last guard)."""
     ok = tf.reduce_all(tf.math.is_finite(probabilities))
     message = ("tfdptext: refused release: the server's answer is not "
-               "finite (a released code outside the model's range)")
+               "finite")
     with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
         return tf.identity(probabilities)
+
+
+# The code release's extra output: what its probabilities are.
+ABOUT_PROBABILITIES = "about_probabilities"
+
+
+def _code_probabilities_note(codes):
+    """(batch,) strings: the probabilities of a code release are the
+    decoder's table row for the code, not a confidence about one text."""
+    code = tf.strings.as_string(codes)
+    return tf.strings.join([
+        "P(class | code ", code, "): the decoder's table row for code ",
+        code, ", the same for every text that released it (a lookup, not "
+        "a confidence about this text)"])
+
+
+def _num_codes(server):
+    """m, the number of codes the server's CodeDecoder reads."""
+    from tfdptext.models.code import CodeDecoder
+
+    for layer in server._flatten_layers():
+        if isinstance(layer, CodeDecoder):
+            return int(layer.num_codes)
+    raise ExportError("The code release's server model has no "
+                      "CodeDecoder.")
 
 
 def label_names_of(model_dir, metrics, split, num_classes):
@@ -367,6 +417,7 @@ def _write_server(server, split_point, max_length, dim, path,
     axis either way.
     """
     spec = split_spec.get(split_point)
+    num_codes = _num_codes(server) if spec.name == split_spec.CODE else None
     if label_names is None:
         label_names = [str(i) for i in range(int(server.output.shape[-1]))]
     names = tf.constant(label_names, dtype=tf.string)
@@ -379,13 +430,18 @@ def _write_server(server, split_point, max_length, dim, path,
         inputs = dict(zip(input_names, tensors))
         if check_length:
             inputs = _refuse_bad_length(inputs, spec.release, max_length)
-        inputs[spec.release] = _refuse_unusable(inputs[spec.release])
+        inputs[spec.release] = _refuse_unusable(inputs[spec.release], spec,
+                                                num_codes)
         logits = server(spec.server_feed(inputs), training=False)
         probabilities = _refuse_non_finite(
             tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1))
         label = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        return {"probabilities": probabilities, "label": label,
-                "label_name": tf.gather(names, label)}
+        answer = {"probabilities": probabilities, "label": label,
+                  "label_name": tf.gather(names, label)}
+        if num_codes is not None:
+            answer[ABOUT_PROBABILITIES] = _code_probabilities_note(
+                inputs[spec.release])
+        return answer
 
     archive = keras.export.ExportArchive()
     archive.track(server)
@@ -400,6 +456,10 @@ def _randomness_contract(phone, noise_source):
                 "description": randomness.DESCRIPTIONS[
                     RANDOMNESS[noise_source]]}
     count = int(phone.input[secure.RANDOM_WORDS].shape[-1])
+    lay = extraction.layout(secure.phone_consumed_words(phone))
+    if lay.words != count:
+        raise ExportError(f"The phone model takes {count} random words but "
+                          f"its mechanism's layout needs {lay.words}.")
     return {
         "source": randomness.APP_SECURE_RNG,
         "input": secure.RANDOM_WORDS,
@@ -409,12 +469,25 @@ def _randomness_contract(phone, noise_source):
         "fill": ("for every call, fill all the words with fresh bytes from "
                  "the platform's cryptographically secure generator "
                  "(Android: SecureRandom.nextBytes; iOS: "
-                 "SecRandomCopyBytes); never reuse or derive them"),
+                 "SecRandomCopyBytes; web: crypto.getRandomValues, at most "
+                 "65,536 bytes per call); never reuse or derive them"),
+        "extraction": lay.to_dict(),
+        "partial_buffers": (
+            f"each word the mechanism reads is the sum modulo 2^32 of "
+            f"{lay.group} words {lay.consumed} apart, so a release follows "
+            "the stated channel exactly as long as every such group holds "
+            "one fresh word: any "
+            f"{lay.group - 1} bad word(s) anywhere, or any run of up to "
+            f"{extraction.longest_harmless_run(lay.consumed)} consecutive "
+            "bad words (a header, an index off by one, zeros at the start "
+            "or the end), cannot change it"),
         "checks": ("the model makes its release unusable (all NaN; token "
-                   "ids all -1) when the words show structure: unfilled, "
+                   "ids all -1) when a sample of the words shows a defect "
+                   "that mixing cannot undo: a stuck bit at any of the 32 "
+                   "positions, an unfilled or mostly unfilled buffer, a "
                    "constant, a counter or arithmetic progression, an LCG, "
-                   "low or high bytes too even or too repetitive, near-equal "
-                   "neighbours, a block of words used twice within the call "
+                   "low or high bytes too even or too repetitive, repeated "
+                   "words, a word equal to its partner half a buffer away "
                    "(false alarm below 2^-40 for good words; "
                    "tfdptext.privacy.word_statistics); the server refuses "
                    "such releases: discard it and call again with fresh "
@@ -512,6 +585,11 @@ def _export_into(out, source, options):
     phones = {length: _phone_model(user, source.spec.name, length,
                                    options.noise_source)
               for length in options.lengths}
+    # Issue 29: every phone model checks its token inputs in the graph and
+    # says why it refused them (`tfdptext.models.input_checks`).
+    phones = {length: input_checks.checked_phone_model(
+        phone, source.spec.release, source.split["tokenizer"])
+        for length, phone in phones.items()}
     phone = phones[source.max_length]
     user_record = convert_user_side(phones, out, options)
     guarantee, table = table_guarantee(user, source.spec, guarantee, out)
@@ -519,6 +597,7 @@ def _export_into(out, source, options):
         user_record["privatizer_table"] = table
     tokenizer = write_tokenizer(source, out)
     user_record["tokenizer"] = tokenizer.config()
+    user_record["tokenizer_vectors"] = rundir.TOKENIZER_VECTORS
     user_record["text_in"] = (
         convert_text_input(phone, tokenizer, out, options)
         if options.tokenizer_in_graph else None)
@@ -670,17 +749,28 @@ def _user_record(phones, options, tflite_ops):
         "lengths": sorted(phones),
         "selection": SELECTION_RULE,
         "models": models,
+        input_checks.INPUT_STATUS: {
+            "about": ("0: the token inputs follow the contract; otherwise "
+                      "the sum of the bits below, and the release is "
+                      "unusable (NaN, or -1). An unusable release with "
+                      "input_status 0 failed its random words' checks"),
+            **{str(bit): text for bit, text in
+               input_checks.STATUS_MEANINGS.items()}},
     }
 
 
 def write_tokenizer(source, out):
     """Step 2: the vocabulary (EXPORT_VOCAB) and tokenizer settings
-    (TOKENIZER) the app reproduces the ids with; returns the tokenizer."""
+    (TOKENIZER) the app reproduces the ids with, and test vectors
+    (TOKENIZER_VECTORS: strings and their ids) it checks itself against;
+    returns the tokenizer."""
     tokenizer = TextTokenizer.from_config(source.run.file(rundir.VOCAB),
                                           source.split["tokenizer"])
     os.makedirs(out.file(rundir.USER_DIR), exist_ok=True)
     tokenizer.save_vocabulary(out.file(rundir.EXPORT_VOCAB))
     rundir.write_json(out.file(rundir.TOKENIZER), tokenizer.config())
+    rundir.write_json(out.file(rundir.TOKENIZER_VECTORS),
+                      tokenizer_vectors.vectors(tokenizer))
     return tokenizer
 
 
@@ -718,13 +808,25 @@ def save_server(server, source, out, options, *, dim, label_names):
         "signature": SIGNATURE,
         "inputs": {info.name: [*info.shape, info.dtype]
                    for info in source.spec.signature_inputs(None, dim)},
-        "outputs": {"probabilities": "float32 (batch, classes)",
-                    "label": "int32 (batch,)",
-                    "label_name": "string (batch,)"},
+        "outputs": _server_outputs(source.spec),
         "max_length": source.max_length,
     }
     record["release_length"] = _server_length_contract(source)
     return record
+
+
+def _server_outputs(spec):
+    """The manifest's description of the server signature's outputs."""
+    outputs = {"probabilities": "float32 (batch, classes)",
+               "label": "int32 (batch,)",
+               "label_name": "string (batch,)"}
+    if spec.name == split_spec.CODE:
+        outputs["probabilities"] += (
+            ": P(class | code), the decoder's table row for the released "
+            "code, the same for every text that released it; not a "
+            "confidence about one text")
+        outputs[ABOUT_PROBABILITIES] = "string (batch,): says so, per row"
+    return outputs
 
 
 def _server_length_contract(source):

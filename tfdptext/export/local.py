@@ -16,6 +16,7 @@ import numpy as np
 
 from tfdptext import rundir
 from tfdptext.errors import TfdptextError
+from tfdptext.models import input_checks
 from tfdptext.models import secure
 from tfdptext.models import split_spec
 
@@ -23,6 +24,11 @@ from tfdptext.models import split_spec
 class ExportDirError(TfdptextError):
     """The directory is not a complete, readable tfdptext export; the
     message names the file."""
+
+
+class PhoneInputError(TfdptextError):
+    """The phone model refused its token inputs (its `input_status`
+    output was not 0: `tfdptext.models.input_checks`)."""
 
 
 def _first_line(err):
@@ -48,12 +54,17 @@ class PhoneModel:
         signature: its signature key in that file (None: the file's only
             signature, as in exports made before lengths).
         random_words: how many random words one call takes (0: none).
+        consumed_words: how many words its mechanism reads, each the sum
+            of random_words / consumed_words of them
+            (`tfdptext.privacy.extraction`); None for exports made before
+            extraction (their mechanism read the words as they were).
     """
 
     length: int
     file: str
     signature: str | None
     random_words: int
+    consumed_words: int | None = None
 
 
 def phone_models(manifest, max_length, where):
@@ -72,10 +83,13 @@ def phone_models(manifest, max_length, where):
     for record in records:
         try:
             words = record["inputs"].get(secure.RANDOM_WORDS)
+            mixing = (record.get("randomness") or {}).get("extraction")
             models.append(PhoneModel(
                 length=int(record["length"]), file=str(record["file"]),
                 signature=record.get("signature"),
-                random_words=int(words[-2]) if words else 0))
+                random_words=int(words[-2]) if words else 0,
+                consumed_words=int(mixing["consumed"]) if mixing
+                else None))
         except (KeyError, TypeError, ValueError, AttributeError,
                 IndexError):
             raise ExportDirError(
@@ -200,12 +214,19 @@ class ExportedPipeline:
             feed[secure.RANDOM_WORDS] = secure.os_random_words(
                 [1, model.random_words])
         out = self.runners[model.length](**feed)
+        status = out.pop(input_checks.INPUT_STATUS, None)
+        if status is not None and int(np.max(status)) != 0:
+            raise PhoneInputError(
+                f"The phone model refused the token inputs of text {index} "
+                f"(input_status {int(np.max(status))}: "
+                f"{'; '.join(input_checks.describe_status(np.max(status)))})"
+                ": the tokenizer does not follow the export's contract.")
         if not all(secure.release_is_usable(v) for v in out.values()):
             raise secure.RandomnessError(
                 f"The phone model returned an unusable release for text "
                 f"{index} (NaN or id -1): its random words failed the "
                 "checks or its representation was not finite.")
-        return out
+        return {self.spec.release: out[self.spec.release]}
 
     def _pad(self, key, value, width):
         """A per-token release row padded along its length axis to
@@ -223,11 +244,12 @@ class ExportedPipeline:
 
         inputs = {k: tf.constant(v) for k, v in released.items()}
         out = {k: v.numpy() for k, v in self.serve_fn(**inputs).items()}
-        if "label_name" in out:
-            out["label_name"] = np.array(
-                [v.decode("utf-8") if isinstance(v, bytes) else str(v)
-                 for v in out["label_name"]], dtype=object)
-        else:  # an export made before label names
+        for key, value in out.items():  # strings: label_name, notes
+            if value.dtype == object:
+                out[key] = np.array(
+                    [v.decode("utf-8") if isinstance(v, bytes) else str(v)
+                     for v in value], dtype=object)
+        if "label_name" not in out:  # an export made before label names
             names = self.label_names
             out["label_name"] = np.array(
                 [names[i] if names and 0 <= i < len(names) else str(i)

@@ -23,9 +23,11 @@ class DiffractorTextPrivatizer(token_privatizer.TokenPrivatizer):
     the word at position clip(i + Z, 0, L - 1), Z two-sided geometric,
     P(Z = k) ~ exp(-eps |k|) (`tfdptext.substitution.diffractor`).
 
-    eps * |pos(x) - pos(x')| metric DP per token, in positions of the list;
-    delta of the integer sampler (a total variation of about 2e-9 at eps =
-    1 from random words, 7e-7 from TensorFlow's own 23-bit uniforms). One
+    eps * |pos(x) - pos(x')| metric DP per token, in positions of the list,
+    with a delta that depends on the pair's distance d (the integer
+    sampler's exact hockey-stick divergence, `pair_bound`): about 3e-9 at
+    d = 1 and eps = 1 from random words, growing with d, and 1 once d
+    exceeds twice the largest shift drawn (the guarantee says where). One
     random word per token on a phone, no floating point in the sampler.
 
     One table, one list. The paper's package can build one list per
@@ -140,7 +142,10 @@ class DiffractorTextPrivatizer(token_privatizer.TokenPrivatizer):
         if distance == 0:
             return 0.0, 0.0
         bound = self.epsilon * distance
-        return bound, guarantees.pair_delta(self.guarantee(), bound)
+        # The layer's own guarantee: TensorFlow's 23-bit uniforms.
+        return bound, diffractor.pair_deltas(
+            self.epsilon, self.list_length, diffractor.UNIFORM_BITS,
+            [distance])[0]
 
     def _guarantee(self):
         return self._guarantee_for(randomness_lib.TENSORFLOW_UNSEEDED)
@@ -151,7 +156,8 @@ class DiffractorTextPrivatizer(token_privatizer.TokenPrivatizer):
         return guarantees.diffractor_guarantee(
             self.epsilon, self.list_length,
             diffractor.total_variation(self.epsilon, self.list_length, bits),
-            bits, len(self._counts[bits]), self.embedding_description)
+            bits, len(self._counts[bits]), self.embedding_description,
+            diffractor.delta_statement(self.epsilon, self.list_length, bits))
 
     def corpus_privatizer(self, seed=None):
         from tfdptext.offline import diffractor as offline_diffractor

@@ -24,6 +24,20 @@ def _common(settings):
                 embedding_description=settings.description)
 
 
+def _cache(settings):
+    """The offline privatizer's table cache cap, in bytes."""
+    return settings.options["cache_mib"] * 2**20
+
+
+# The offline privatizers keep each word's sampling table across calls
+# (tfdptext.offline.table_cache); the layers ignore this option.
+CACHE = spec.Option(
+    "cache_mib", "the most memory, in MiB, that the offline privatizer's "
+    "per-word sampling tables keep across calls (about 8 |V| bytes a word; "
+    "0 keeps none; the layers ignore it), an integer >= 0 (default 256)",
+    256, spec.int_option(0))
+
+
 def _sensitive(settings):
     from tfdptext.substitution import utilities
 
@@ -44,6 +58,7 @@ def santext_offline(settings, seed=None, num_threads=None):
     from tfdptext.offline import SanTextCorpusPrivatizer
 
     return SanTextCorpusPrivatizer(settings.table, settings.value, seed=seed,
+                                   cache_bytes=_cache(settings),
                                    **_common(settings))
 
 
@@ -62,7 +77,7 @@ def santext_plus_offline(settings, seed=None, num_threads=None):
     return SanTextCorpusPrivatizer(
         settings.table, settings.value,
         sensitive_token_ids=_sensitive(settings), p=settings.options["p"],
-        seed=seed, **_common(settings))
+        seed=seed, cache_bytes=_cache(settings), **_common(settings))
 
 
 def tem_layer(settings):
@@ -78,7 +93,8 @@ def tem_offline(settings, seed=None, num_threads=None):
 
     return TEMCorpusPrivatizer(
         settings.table, settings.value, gamma=settings.options["gamma"],
-        beta=settings.options["beta"], seed=seed, **_common(settings))
+        beta=settings.options["beta"], seed=seed,
+        cache_bytes=_cache(settings), **_common(settings))
 
 
 SANTEXT = spec.TextMechanism(
@@ -87,7 +103,7 @@ SANTEXT = spec.TextMechanism(
     "exp(-eps d / 2); eps * d metric DP (pyPANTERA's SanText)",
     reference="Yue, Du, Wang, Li, Sun, Chow, Findings of ACL 2021",
     parameter="epsilon", table=spec.EMBEDDINGS, layer=santext_layer,
-    offline=santext_offline,
+    offline=santext_offline, options=(CACHE,),
     audit=spec.AuditSetting(
         1.5, broken=_BROKEN + "santext_without_input"))
 
@@ -106,7 +122,8 @@ SANTEXT_PLUS = spec.TextMechanism(
                     spec.float_option(0.0, 1.0, include_low=False)),
         spec.Option("p", "the probability of sanitizing a non-sensitive "
                     "word, in [0, 1] (default 0.2)", 0.2,
-                    spec.float_option(0.0, 1.0))),
+                    spec.float_option(0.0, 1.0)),
+        CACHE),
     audit=spec.AuditSetting(0.75, ("sensitive_fraction=0.5",), pair=(7, 8),
                             broken=_BROKEN + "santext_without_input"))
 
@@ -126,6 +143,7 @@ TEM = spec.TextMechanism(
         spec.Option("gamma", "the truncation distance, > 0 (default: from "
                     "beta)", None, spec.optional(spec.float_option(
                         0.0, np.inf, include_low=False,
-                        include_high=False)))),
+                        include_high=False))),
+        CACHE),
     audit=spec.AuditSetting(1.5, ("gamma=1.2",),
                             broken=_BROKEN + "tem_bottom_is_input"))

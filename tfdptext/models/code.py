@@ -5,7 +5,9 @@ picks the code c = argmax (`ArgmaxCode`) and releases it by m-ary
 randomized response (`tfdptext.layers.CodeRandomizedResponse`). The server
 decodes a released code to class logits with a table (`CodeDecoder`): a
 table is the most general function of a discrete code, so m > K (several
-codes per class) needs nothing else.
+codes per class) and m < K (classes sharing a code, which a skewed prior
+at a small epsilon favours: `tfdptext.privacy.identification.
+code_grouping`) need nothing else.
 
 Training cannot go through the argmax, so it uses the exact expected loss
 over the channel (`CodeChannel`, then `CodeDecoder` on the distribution it
@@ -81,14 +83,40 @@ def initial_table(num_codes, num_classes, scale=INITIAL_LOGIT):
     return table
 
 
-def bayes_table(prior, transition, num_codes):
-    """(m, K) float32 log P(class | released code) when class k sends one
-    of its codes {c : c mod K = k} (uniformly) through the channel
-    `transition` and classes occur with `prior`: the Bayes decoder of a
-    perfect code head. At a small epsilon it decodes every code to the
-    likeliest class (a decoder that ignored the prior would do worse than
-    always answering the majority class); at a large one, code c to class
-    c mod K.
+def code_assignment(num_codes, prior, groups=None):
+    """(K, m) P(code c | class k) of a perfect code head: one-hot at
+    groups[k] (classes sharing a code when m < K); without `groups`, class
+    k sends one of its codes {c : c mod K = k} uniformly when m >= K, and
+    the m most frequent classes own a code each when m < K
+    (`tfdptext.privacy.identification.top_m_grouping`)."""
+    from tfdptext.privacy import identification
+
+    num_classes = len(prior)
+    sent = np.zeros((num_classes, num_codes))
+    if groups is None and num_codes >= num_classes:
+        codes_of = np.arange(num_codes) % num_classes
+        sent[codes_of, np.arange(num_codes)] = 1.0
+        return sent / sent.sum(axis=1, keepdims=True)
+    if groups is None:
+        groups = identification.top_m_grouping(prior, num_codes)
+    groups = np.asarray(groups, np.int64)
+    if groups.shape != (num_classes,) or (groups < 0).any() or \
+            (groups >= num_codes).any():
+        raise ArgumentError(
+            f"`groups` must give each of the {num_classes} classes a code "
+            f"in [0, {num_codes}), received {groups.tolist()}.")
+    sent[np.arange(num_classes), groups] = 1.0
+    return sent
+
+
+def bayes_table(prior, transition, num_codes, groups=None):
+    """(m, K) float32 log P(class | released code) when class k sends its
+    code (`code_assignment`: groups[k], or one of {c : c mod K = k}
+    uniformly) through the channel `transition` and classes occur with
+    `prior`: the Bayes decoder of a perfect code head. At a small epsilon
+    it decodes every code to the likeliest class (a decoder that ignored
+    the prior would do worse than always answering the majority class);
+    at a large one, each code to its class (the likeliest of its group).
 
     Example:
     >>> t = np.array([[0.6, 0.4], [0.4, 0.6]])
@@ -97,16 +125,13 @@ def bayes_table(prior, transition, num_codes):
     """
     prior = np.asarray(prior, np.float64)
     num_classes = len(prior)
-    if (prior < 0).any() or prior.sum() <= 0 or num_codes < num_classes:
+    if (prior < 0).any() or prior.sum() <= 0 or num_codes < 2:
         raise ArgumentError(
             f"`prior` must be {num_classes} non-negative weights (not all "
-            f"zero) and `num_codes` at least {num_classes}, received "
-            f"{prior.tolist()} and {num_codes}.")
+            f"zero) and `num_codes` at least 2, received {prior.tolist()} "
+            f"and {num_codes}.")
     prior = prior / prior.sum()
-    codes_of = np.arange(num_codes) % num_classes
-    sent = np.zeros((num_classes, num_codes))  # P(code c | class k)
-    sent[codes_of, np.arange(num_codes)] = 1.0
-    sent /= sent.sum(axis=1, keepdims=True)
+    sent = code_assignment(num_codes, prior, groups)
     joint = prior[:, None] * (sent @ np.asarray(transition, np.float64))
     return posterior_logits(joint.T, prior)
 

@@ -10,33 +10,33 @@ model of an export is this wrapper (the app fills the words from the
 platform's secure generator); in Python, `SecureUserSide` fills them from
 `os.urandom`.
 
-The words are checked in the graph (`tfdptext.models.word_checks`; the
-laws and limits in `tfdptext.privacy.word_statistics`), and a release
-whose words fail is unusable (all NaN; privatized token ids all -1), never
-a clean release. Each row is tested for balance (mean of its 24-bit values
-and of its high bytes), serial structure (consecutive words near-equal or
-too regular: counters with any step, Weyl sequences), the spread of its
-low and high bytes and of their steps (too few repeats as well as too
-many: the low byte of a counter or a 32-bit LCG is too even), and the
-whole call, all rows flattened into one buffer, is sorted once to count
-repeated words and repeated 2-word blocks (a block used twice anywhere:
-one token's words for another token, a Laplace pair taken twice, two rows
-with the same words). A good buffer fails with probability below 2^-40
-per call (per row and batch: `word_statistics`). No check can tell a
-predictable generator from a secure one (java.util.Random seeded with the
-time passes every check): the app must use the platform's secure
-generator.
+The words are first mixed, then checked, in the graph. Mixed
+(`tfdptext.privacy.extraction`): the user side's random choices read C
+words, and the model takes N = g C (g >= 2, a power of two, N >= 128);
+the word j the layers read is the sum modulo 2^32 of words j, j + C, ...,
+j + (g - 1) C. When every such group holds one fresh word from the
+secure generator, the release follows the stated channel exactly, so a
+few bad words (an off-by-one, a header, the first or last words zero, a
+stuck bit in some words) or a bad run of up to (g - 1) C consecutive
+words can never choose it. Checked (`tfdptext.models.word_checks`, laws
+and limits in `tfdptext.privacy.word_statistics`): on a fixed sample of
+each row (every word up to 512, else four blocks of 128 spread over the
+buffer), the count of ones at each of the 32 bit positions and the byte
+collision counts (counters, Weyl sequences, LCGs), and over the whole
+call the repeated words (a short array tiled, half the buffer copied,
+rows that share words). These see the defects that extraction cannot
+undo, which are shared by most of the buffer. A good buffer fails with
+probability below 2^-40 per call. A release whose words fail is unusable
+(all NaN; privatized token ids all -1), never a clean release. No check
+can tell a predictable generator from a secure one (java.util.Random
+seeded with the time passes every check): the app must use the
+platform's secure generator.
 
-A model takes at least MIN_RANDOM_WORDS words, even when its mechanism
-needs fewer (the code release needs 2, a k = 8 Laplace release 16): with a
-handful of words the checks have no power, so an unfilled buffer would be
-released as if it were random. The mechanism reads the first words it
-needs; all are checked.
-
-Each word gives a uniform U = (w mod 2^24) / 2^24, an integer w mod 2^24
-(randomized response), or an exponential from all 32 bits; the Laplace
-noise reads two words per exponential (`tfdptext.layers.sampling`): the
-privatization layers take the words themselves (`words_shape`).
+Each consumed word gives a uniform U = (w mod 2^24) / 2^24, an integer
+w mod 2^24 (randomized response), or an exponential from all 32 bits;
+the Laplace noise reads two words per exponential
+(`tfdptext.layers.sampling`): the privatization layers take the words
+themselves (`words_shape`).
 """
 
 import os
@@ -51,15 +51,16 @@ from tfdptext.layers import sampling
 from tfdptext.models import split as split_lib
 from tfdptext.models import word_checks
 from tfdptext.models import split_spec
+from tfdptext.privacy import extraction
 from tfdptext.privacy import randomness
 from tfdptext.privacy import word_statistics
 
 RANDOM_WORDS = "random_words"
 INVALID_TOKEN_ID = -1
 # The fewest random words a model takes (module docstring): 512 bytes, one
-# block of the byte checks, for which a zero or constant buffer fails
-# several checks.
-MIN_RANDOM_WORDS = word_statistics.MIN_WORDS
+# block of the byte checks; a mechanism reading fewer words gets each of
+# them mixed from more (a code release: 2 words, each the sum of 64).
+MIN_RANDOM_WORDS = extraction.MIN_WORDS
 # The most words one call (a batch) may carry: the checks refuse more.
 MAX_WORDS_PER_CALL = word_statistics.MAX_WORDS_PER_CALL
 
@@ -80,11 +81,11 @@ def uniforms_from_words(words):
     return sampling.uniforms_from_words(words)
 
 
-def words_look_random(words):
-    """(batch, 1) booleans, all equal: whether the call's random words
-    pass the checks (module docstring). The static row length sets the
-    per-row limits; the duplicate checks run over the whole batch."""
-    return word_checks.words_look_random(words)
+def words_look_random(words, consumed):
+    """A scalar boolean: whether the call's random words, mixed into
+    `consumed` words, pass the checks (module docstring); the
+    repeated-word check runs over the whole batch."""
+    return word_checks.words_look_random(words, consumed)
 
 
 def find_layers(user):
@@ -93,44 +94,63 @@ def find_layers(user):
     return layers_base.privatization_layers(user)
 
 
+def _split_words(used, sizes):
+    """The consumed words (rows, C) cut into consecutive parts of `sizes`
+    (SPLIT_V: a strided slice of a long buffer is much slower)."""
+    sizes = [int(n) for n in sizes]
+    if len(sizes) == 1:
+        return [used]
+    return tf.split(used, sizes, axis=1)
+
+
+def _unusable_unless(ok, value):
+    """The release where `ok` (a scalar: the call's verdict), else
+    unusable: NaN, or token id -1."""
+    if value.dtype.is_integer:
+        return tf.where(ok, value, tf.constant(INVALID_TOKEN_ID,
+                                               value.dtype))
+    return layers_base.nan_unless(ok, value)
+
+
 class _RandomWordsNoise(keras.layers.Layer):
     """Word dropout before, and noise after, a user side, from random words.
 
-    Call with (features, random_words): returns the release. The user side
-    runs inside `randomness_from_caller()`, so it computes the clean value
-    and every random choice comes from the words, which the layers take
-    as they are (int32: `tfdptext.layers.sampling`).
+    Call with (features, random_words): returns the release. The words
+    are checked and mixed into `consumed` words (`word_checks`): the first
+    `dropout_words` go to word dropout, the rest to the privatization
+    layer. The user side runs inside `randomness_from_caller()`, so it
+    computes the clean value and every random choice comes from the
+    words, which the layers take as they are (int32:
+    `tfdptext.layers.sampling`).
     """
 
-    def __init__(self, user, release_name, dropout, privatizer, **kwargs):
+    def __init__(self, user, release_name, dropout, privatizer,
+                 dropout_words, noise_shape, **kwargs):
         super().__init__(**kwargs)
         self.user = user
         self.release_name = release_name
         self.dropout = dropout
         self.privatizer = privatizer
+        self.dropout_words = int(dropout_words)
+        self.noise_shape = tuple(int(d) for d in noise_shape)
+        self.noise_words = int(np.prod(self.noise_shape)) \
+            if self.noise_shape else 0
+        self.consumed = self.dropout_words + self.noise_words
 
     def call(self, features, random_words):
         words = tf.cast(random_words, tf.int32)
-        ok = words_look_random(words)
-        offset = 0
-        if self.dropout is not None and self.dropout.rate > 0.0:
-            length = int(features["token_ids"].shape[1])
-            features = self.dropout.apply(features,
-                                          words[:, offset:offset + length])
-            offset += length
+        ok = words_look_random(words, self.consumed)
+        used = word_checks.extract(words, self.consumed)
+        sizes = [n for n in (self.dropout_words, self.noise_words) if n]
+        parts = _split_words(used, sizes)
+        if self.dropout_words:
+            features = self.dropout.apply(features, parts.pop(0))
         with layers_base.randomness_from_caller():
             value = self.user(features)[self.release_name]
-        if self.privatizer is not None:
-            shape = [int(d) for d in self.privatizer.words_shape(
-                value.shape)]
-            size = int(np.prod(shape))
-            part = tf.reshape(words[:, offset:offset + size], [-1, *shape])
-            value = self.privatizer.apply(value, part)
-        ok = tf.reshape(ok, [-1] + [1] * (len(value.shape) - 1))
-        if value.dtype.is_integer:
-            return tf.where(ok, value, tf.constant(INVALID_TOKEN_ID,
-                                                   value.dtype))
-        return layers_base.nan_unless(ok, value)
+        if self.noise_shape:
+            value = self.privatizer.apply(
+                value, tf.reshape(parts.pop(0), [-1, *self.noise_shape]))
+        return _unusable_unless(ok, value)
 
     def compute_output_spec(self, features, random_words):
         released = self.user.compute_output_spec(features)[self.release_name]
@@ -138,30 +158,29 @@ class _RandomWordsNoise(keras.layers.Layer):
 
 
 class _CheckedPrivatizer(keras.layers.Layer):
-    """A privatization layer applied to int32 random words, its release
-    made unusable when the words fail the checks."""
+    """A privatization layer applied to int32 random words (checked and
+    mixed as in a phone model), its release made unusable when the words
+    fail the checks."""
 
     def __init__(self, privatizer, **kwargs):
         super().__init__(**kwargs)
         self.privatizer = privatizer
+        self.consumed = None
 
     def build(self, inputs_shape, words_shape=None):
         if not self.privatizer.built:
             self.privatizer.build(inputs_shape)
+        self.consumed = int(np.prod(self.privatizer.words_shape(
+            inputs_shape)))
         super().build(inputs_shape)
 
     def call(self, inputs, words):
         words = tf.cast(words, tf.int32)
         shape = [int(d) for d in self.privatizer.words_shape(inputs.shape)]
-        size = int(np.prod(shape))
-        value = self.privatizer.apply(
-            inputs, tf.reshape(words[:, :size], [-1, *shape]))
-        ok = tf.reshape(words_look_random(words),
-                        [-1] + [1] * (len(value.shape) - 1))
-        if value.dtype.is_integer:
-            return tf.where(ok, value, tf.constant(INVALID_TOKEN_ID,
-                                                   value.dtype))
-        return layers_base.nan_unless(ok, value)
+        consumed = int(np.prod(shape))
+        used = word_checks.extract(words, consumed)
+        value = self.privatizer.apply(inputs, tf.reshape(used, [-1, *shape]))
+        return _unusable_unless(words_look_random(words, consumed), value)
 
     def compute_output_spec(self, inputs, words):
         integer = "int" in str(inputs.dtype)
@@ -172,21 +191,22 @@ class _CheckedPrivatizer(keras.layers.Layer):
 def secure_privatizer_model(privatizer, input_shape, input_dtype="float32",
                             before=None):
     """A privatization layer alone, fed like a phone model: inputs `x`
-    (batch, *input_shape) and `random_words` (int32, at least
-    MIN_RANDOM_WORDS), checked as a phone model checks them. `before`
+    (batch, *input_shape) and `random_words` (int32, the layer's words
+    mixed as in a phone model: `extraction.layout`), checked as a phone
+    model checks them. `before`
     (a Keras layer, e.g. MinMaxNormalize) runs on x first. For audits
     and demonstrations without a trained user side.
 
     Example:
     >>> model = secure_privatizer_model(LaplaceNoise(1.0), (384,),
     ...                                 before=MinMaxNormalize())
-    >>> model.input["random_words"].shape   # 4 words per coordinate
-    (None, 1536)
+    >>> model.input["random_words"].shape   # 4 per coordinate, mixed 2:1
+    (None, 3072)
     """
     shape = tuple(int(d) for d in input_shape)
     x = keras.Input(shape, dtype=input_dtype, name="x")
     count = int(np.prod(privatizer.words_shape((None, *shape))))
-    words = keras.Input((max(count, MIN_RANDOM_WORDS),), dtype="int32",
+    words = keras.Input((extraction.layout(count).words,), dtype="int32",
                         name=RANDOM_WORDS)
     value = before(x) if before is not None else x
     released = _CheckedPrivatizer(privatizer, name="noise_from_random_words")(
@@ -195,16 +215,27 @@ def secure_privatizer_model(privatizer, input_shape, input_dtype="float32",
                        name="privatizer")
 
 
-def words_per_example(user, split_point, max_length):
-    """How many random words one example takes: what dropout, then the
-    noise, need, and at least MIN_RANDOM_WORDS (0 when nothing is
-    random)."""
+def consumed_words(user, split_point, max_length):
+    """(dropout words, noise shape): what one example's random choices
+    read before mixing: one word per position for word dropout, the
+    privatization layer's `words_shape` for the release ((0, ()) parts
+    when absent)."""
     dropout, privatizer = find_layers(user)
     count = max_length if dropout is not None and dropout.rate > 0 else 0
+    shape = ()
     if privatizer is not None:
         value = _release_spec(user, split_point, max_length)
-        count += int(np.prod(privatizer.words_shape(value.shape)))
-    return max(count, MIN_RANDOM_WORDS) if count else 0
+        shape = tuple(int(d) for d in privatizer.words_shape(value.shape))
+    return count, shape
+
+
+def words_per_example(user, split_point, max_length):
+    """How many random words one example takes: the consumed words
+    (`consumed_words`) times their group size (`extraction.layout`; at
+    least MIN_RANDOM_WORDS), 0 when nothing is random."""
+    count, shape = consumed_words(user, split_point, max_length)
+    consumed = count + (int(np.prod(shape)) if shape else 0)
+    return extraction.layout(consumed).words if consumed else 0
 
 
 def _release_spec(user, split_point, max_length):
@@ -240,11 +271,25 @@ def secure_user_model(user, split_point, max_length):
     words = keras.Input((num_words,), dtype="int32", name=RANDOM_WORDS)
     features = {"token_ids": ids, "padding_mask": mask,
                 "segment_ids": keras.ops.zeros_like(ids)}
+    dropout_words, noise_shape = consumed_words(user, split_point,
+                                                max_length)
     value = _RandomWordsNoise(user, name, dropout, privatizer,
+                              dropout_words, noise_shape,
                               name="noise_from_random_words")(features, words)
     return keras.Model({"token_ids": ids, "padding_mask": mask,
                         RANDOM_WORDS: words}, {name: value},
                        name="privatizer")
+
+
+def phone_consumed_words(model):
+    """The words the mechanism of a model built here (`secure_user_model`,
+    `secure_privatizer_model`, or a model wrapping one) reads per row,
+    before mixing."""
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, (_RandomWordsNoise, _CheckedPrivatizer)):
+            return layer.consumed
+    raise ValueError(f"{model.name} takes no random words through a "
+                     "checked privatization layer.")
 
 
 def release_is_usable(value):

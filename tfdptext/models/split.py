@@ -363,7 +363,8 @@ def text_to_text_split(backbone, num_classes, privatizer, pooling="mean",
 
 
 def code_split(backbone, num_classes, num_codes, privatizer=None,
-               pooling="mean", sequence_length=None, class_prior=None):
+               pooling="mean", sequence_length=None, class_prior=None,
+               groups=None):
     """User: encoder -> pooling -> dense to `num_codes` logits -> argmax ->
     [privatizer, a CodeRandomizedResponse]; server: a CodeDecoder table
     from the released code to class logits.
@@ -376,7 +377,8 @@ def code_split(backbone, num_classes, num_codes, privatizer=None,
     Args:
         backbone: a keras-hub BertBackbone.
         num_classes: task classes K.
-        num_codes: m >= K codes (several codes per class when m > K).
+        num_codes: m >= 2 codes (several codes per class when m > K,
+            classes sharing a code when m < K).
         privatizer: a `CodeRandomizedResponse` over `num_codes` codes, or
             None for a non-private code (the reference of the same model).
         class_prior: the training labels' class frequencies: the decoder
@@ -384,6 +386,10 @@ def code_split(backbone, num_classes, num_codes, privatizer=None,
             channel (`tfdptext.models.code.bayes_table`), and
             `split.calibrate(batches)` refits it in closed form after
             training (`refit_decoder`). None: uniform.
+        groups: (K,) the code of each class in that initial decoder (m <
+            K: classes sharing a code, e.g. from
+            `tfdptext.privacy.identification.code_grouping`); None:
+            `tfdptext.models.code.code_assignment`'s default.
 
     Training the decoder by gradient alone is slow where the learning rate
     suits the encoder (1e-4): at a small epsilon it would keep decoding
@@ -392,11 +398,6 @@ def code_split(backbone, num_classes, num_codes, privatizer=None,
     validation.check_int("num_classes", num_classes, minimum=2)
     validation.check_choice("pooling", pooling, POOLINGS)
     num_codes = validation.check_int("num_codes", num_codes, minimum=2)
-    if num_codes < num_classes:
-        raise ArgumentError(
-            f"`num_codes` must be at least the number of classes "
-            f"({num_classes}): with {num_codes} codes some classes could "
-            "never be named.")
     if privatizer is not None and getattr(privatizer, "num_codes",
                                           None) != num_codes:
         raise ArgumentError(
@@ -418,7 +419,7 @@ def code_split(backbone, num_classes, num_codes, privatizer=None,
              else np.asarray(class_prior, np.float64))
     decoder = code_lib.CodeDecoder(
         num_codes, num_classes, name=code_lib.CODE_DECODER,
-        table=code_lib.bayes_table(prior, transition, num_codes))
+        table=code_lib.bayes_table(prior, transition, num_codes, groups))
     split = _split_model(spec, inputs, user, server_inputs,
                          server_inputs[spec.release], decoder, privatizer)
     released = code_lib.CodeChannel(transition, name="code_channel")(logits)

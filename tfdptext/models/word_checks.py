@@ -1,163 +1,269 @@
-"""The random-words checks, in the graph (TFLite builtin ops only).
+"""Random words in the graph: extraction and checks (TFLite builtins only).
 
-`words_look_random(words)` is what a phone model (and `SecureUserSide`)
-runs on its `random_words` input before releasing anything: the eight
-per-row statistics of `tfdptext.privacy.word_statistics` against their
-limits for the row length W, and the two duplicate counts over the whole
-call (the batch flattened into one buffer). One verdict for the whole
-call: when any row, or the call, fails, every row's release is unusable.
+A phone model (and `SecureUserSide`) takes N = g C int32 `random_words`
+per row and does two things with them before releasing anything:
 
-Ops: FLOOR_MOD, RIGHT_SHIFT, SUB, MINIMUM, CAST, MUL, SUM, RESHAPE, PAD,
-UNSORTED_SEGMENT_SUM (bucket counts), TOPK_V2 (one sort of the call's
-words, carrying their positions) and GATHER (each sorted word's
-successor), LOG for the duplicate limits, which depend on the number of
-words in the call and so are computed in the graph.
+- `extract(words, consumed)`: the C words its mechanism reads, each the
+  sum modulo 2^32 of g words C apart (`tfdptext.privacy.extraction`): a
+  release is exact whenever every group holds one fresh word, so a few
+  bad words (or a bad run up to half the buffer) cannot choose it.
+- `words_look_random(words, consumed)`: the checks of
+  `tfdptext.privacy.word_statistics` on a fixed sample of each row (the
+  32 bit counts and the four byte-collision counts of the sampled words;
+  for g = 2 the sampled words equal to their partner C later and the bit
+  counts of the consumed words the mechanism reads; the repeated words
+  over the whole call): one verdict for the whole call; when any row, or
+  the call, fails, every row's release is unusable.
 
-Sums of many float32 terms are taken per block of 128 and then over the
-blocks (`_blocked_mean`), so that rounding stays far below the limits'
-margins even for 98,304 words.
+Ops: SPLIT and ADD (g = 2) or SUM (g > 2) for the extraction, which TFLite
+computes modulo 2^32 like TensorFlow (tested, `tests/test_extraction.py`);
+GATHER (the sample), BITCAST (the words' bytes), FLOOR_MOD and SUB (byte
+steps), UNSORTED_SEGMENT_SUM (byte histograms), a small matrix product
+(bit counts from the byte histograms), TOPK_V2 (one sort of the call's
+sampled words); with a dynamic batch (SecureUserSide) also LOG for the
+repeat limit, which then depends on the number of rows.
 """
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
+from tfdptext.privacy import extraction
 from tfdptext.privacy import word_statistics as ws
 
-_LOW = 2**ws.LOW_BITS
+_PLANE_SHIFTS = (0, 8, 16, 24)
+# BITS[v, b] = bit b of the byte value v: byte histograms -> bit counts.
+_BITS = np.array([[(v >> b) & 1 for b in range(8)]
+                  for v in range(ws.BYTE_VALUES)], np.float32)
+# The collision kinds, in the order of `ws.COLLISION_TESTS`.
+_KINDS = len(ws.COLLISION_TESTS)
 
 
-def words_look_random(words):
-    """(batch, 1) booleans, all equal: whether the call's words pass.
+def extract(words, consumed):
+    """(rows, C) int32: the words a mechanism reads, from (rows, N) int32
+    random words with N = `extraction.layout(C).words`: word j is the sum
+    modulo 2^32 of words j, j + C, ..., j + (g - 1) C.
+
+    Raises ValueError when the static row length is not N.
+    """
+    lay = extraction.layout(consumed)
+    width = words.shape[-1]
+    if width is None or int(width) != lay.words:
+        raise ValueError(f"`words` must have {lay.words} words per row for "
+                         f"{consumed} consumed words, received shape "
+                         f"{tuple(words.shape)}.")
+    words = tf.cast(words, tf.int32)
+    if lay.group == 2:
+        # SPLIT + ADD: a strided slice of a long buffer costs 5-10 times
+        # as much in TFLite (docs/benchmarks.md).
+        first, second = tf.split(words, 2, axis=-1)
+        return first + second
+    return tf.reduce_sum(tf.reshape(words, [-1, lay.group, consumed]),
+                         axis=1)
+
+
+def words_look_random(words, consumed):
+    """A scalar boolean: whether the call's words pass (one verdict for
+    every row of the call; it broadcasts against a batch of releases).
 
     Args:
-        words: int32 (batch, W), W >= `ws.MIN_WORDS` (static).
+        words: int32 (batch, N), N = `extraction.layout(consumed).words`
+            (static).
+        consumed: C, the words the mechanism reads.
+
+    Each statistic passes when low < value < high; the margins
+    min(value - low, high - value) of every statistic of every row and
+    the repeat count's (limit - repeats) are reduced to one minimum, so
+    the verdict costs a handful of ops.
     """
     words = tf.cast(words, tf.int32)
-    ok = tf.logical_and(_rows_pass(words), call_passes(words))
-    return tf.logical_and(tf.equal(tf.zeros_like(words[:, :1]), 0), ok)
+    sample = sampled_words(words, consumed)
+    values, lows, highs = _row_statistics(sample, consumed)
+    margin = tf.reduce_min(tf.minimum(values - lows, highs - values))
+    return tf.minimum(margin, _repeat_margin(sample)) > 0.0
 
 
-def _rows_pass(words):
-    """A scalar: whether every row passes its per-row checks."""
-    return _all(tf.stack(list(row_verdicts(words).values()), axis=-1))
+def sampled_words(words, consumed):
+    """(batch, S) int32: the words of each row the checks read
+    (`ws.sample`; for g = 2, the sampled groups' first words, then their
+    partners)."""
+    taken = _check_width(words, consumed)
+    words = tf.cast(words, tf.int32)
+    if taken.size == taken.words:
+        return words
+    return tf.gather(words, taken.positions, axis=1)
 
 
-def row_verdicts(words, limits=None):
-    """{check name: (batch,) booleans, True where the row passes}."""
-    num_words = _num_words(words)
-    limits = limits or ws.row_limits(num_words)
-    stats = row_statistics(words)
+def row_verdicts(words, consumed, sample=None):
+    """{check name: (batch,) booleans, True where the row passes} (for
+    tests and reports; the model runs `words_look_random`)."""
+    if sample is None:
+        sample = sampled_words(words, consumed)
+    values, lows, highs = _row_statistics(sample, consumed)
+    ok = tf.logical_and(tf.greater(values, lows), tf.less(values, highs))
     out = {}
-    for name in ws.ROW_TESTS:
-        if name == "near_equal":
-            out[name] = stats[name] < float(limits.near_equal)
-            continue
-        low, high = getattr(limits, name)
-        ok = tf.ones_like(stats[name], tf.bool)
-        if low is not None:
-            ok = tf.logical_and(ok, stats[name] > float(low))
-        if high is not None:
-            ok = tf.logical_and(ok, stats[name] < float(high))
-        out[name] = ok
+    for name, columns in _columns(consumed).items():
+        out[name] = _all_along(tf.gather(ok, columns, axis=1))
     return out
 
 
-def row_statistics(words):
-    """{check name: (batch,) float32}: the per-row statistics
-    (`tfdptext.privacy.word_statistics`, checks 1 to 8)."""
-    num_words = _num_words(words)
-    words = tf.cast(words, tf.int32)
-    low24 = tf.math.floormod(words, _LOW)
-    high = _high_byte(words)
-    step = tf.math.floormod(low24[:, :-1] - low24[:, 1:], _LOW)
-    distance = tf.minimum(step, _LOW - step)
-    spread = tf.cast(distance, tf.float32) * 2.0**-ws.LOW_BITS
-    stats = {
-        "mean_low": _blocked_mean(tf.cast(low24, tf.float32)
-                                  * 2.0**-ws.LOW_BITS),
-        "mean_high": _blocked_mean((tf.cast(high, tf.float32) + 0.5)
-                                   / ws.BYTE_VALUES),
-        "serial": _blocked_mean(spread * spread),
-        "near_equal": tf.reduce_sum(tf.cast(
-            distance < ws.NEAR_DISTANCE, tf.float32), axis=-1),
-    }
-    blocks = num_words // ws.BLOCK
-    blocked = tf.reshape(words[:, :blocks * ws.BLOCK], [-1, ws.BLOCK])
-    for name, values in (("low_byte", tf.math.floormod(blocked,
-                                                        ws.BYTE_VALUES)),
-                         ("high_byte", _high_byte(blocked))):
-        steps = tf.math.floormod(values[:, :-1] - values[:, 1:],
-                                 ws.BYTE_VALUES)
-        for suffix, part in (("collisions", values),
-                             ("step_collisions", steps)):
-            pairs = tf.minimum(_pairs_per_block(part),
-                               float(ws.COLLISION_CAP))
-            stats[f"{name}_{suffix}"] = tf.reduce_sum(
-                tf.reshape(pairs, [-1, blocks]), axis=-1)
-    return stats
+def row_statistics(words, consumed, sample=None):
+    """{check name: float32}: `bits` (batch, 32), the count of ones at
+    each bit position among the sampled words; the collision counts
+    (batch,); for g = 2, `partner_repeats` (batch,) and `consumed_bits`
+    (batch, 32) (`tfdptext.privacy.word_statistics`)."""
+    if sample is None:
+        sample = sampled_words(words, consumed)
+    values, _, _ = _row_statistics(sample, consumed)
+    out = {}
+    for name, columns in _columns(consumed).items():
+        value = tf.gather(values, columns, axis=1)
+        out[name] = value if len(columns) > 1 else value[:, 0]
+    return out
 
 
-def call_passes(words):
-    """A scalar: whether the call's words, all rows together, pass the
-    duplicate checks (`word_repeats`, `pair_repeats`)."""
-    counts = duplicate_counts(tf.reshape(tf.cast(words, tf.int32), [1, -1]))
-    return _all(duplicate_verdicts(counts, tf.size(words)))
+def _columns(consumed):
+    """{check name: its columns in `_row_statistics`' values}."""
+    names = ["bits"] * ws.NUM_BITS
+    if ws.sample(consumed).partners is not None:
+        names += ["consumed_bits"] * ws.NUM_BITS + ["partner_repeats"]
+    names += list(ws.COLLISION_TESTS)
+    out = {}
+    for i, name in enumerate(names):
+        out.setdefault(name, []).append(i)
+    return out
 
 
-def _successors(words, positions):
-    """words[row, positions + 1 mod N] for int32 (rows, N) tensors (one
-    row: a plain GATHER; several: with batch_dims)."""
-    n = tf.shape(words)[-1]
-    following = tf.math.floormod(positions + 1, n)
-    if words.shape[0] == 1:
-        return tf.gather(words[0], following)
-    return tf.gather(words, following, batch_dims=1)
+def _limit_vectors(consumed):
+    """(lows, highs) float32 numpy vectors, in `_columns` order: a value
+    passes when low < value < high (a side without a limit: -1 or
+    +inf, which no count crosses)."""
+    limits = ws.row_limits(consumed)
+    lows, highs = [], []
+    for name, columns in _columns(consumed).items():
+        low, high = getattr(limits, name)
+        lows += [-1.0 if low is None else float(low)] * len(columns)
+        highs += [np.inf if high is None else float(high)] * len(columns)
+    return np.array(lows, np.float32), np.array(highs, np.float32)
 
 
-def duplicate_counts(words):
-    """(repeated words, repeated pairs) per row of an int32 (rows, N)
-    tensor, each (rows,) float32: sort each row (carrying the positions),
-    count equal neighbours, and those whose successors (position + 1 mod
-    N) are equal too."""
-    top = tf.math.top_k(words, k=tf.shape(words)[-1], sorted=True)
-    ordered, positions = top.values, top.indices
+def _row_statistics(sample, consumed):
+    """((batch, K) float32 statistics, lows, highs) in `_columns` order.
+
+    The byte histograms behind the bit counts (per row and source: the
+    sampled words, and for g = 2 the consumed words of the sampled
+    groups) and behind the collision counts (per row, block and kind)
+    come from one UNSORTED_SEGMENT_SUM. Each op costs about a microsecond
+    in TFLite whatever its size here, so the ops are few: the bytes are a
+    BITCAST of the words (little-endian: byte 0 the low byte), and with a
+    static batch (phone models) the histogram offsets are one constant.
+    """
+    taken = ws.sample(consumed)
+    blocks = taken.size // ws.BLOCK
+    static_rows = sample.shape[0]
+    rows = static_rows if static_rows is not None else tf.shape(sample)[0]
+    sources = [sample]
+    extra = []
+    if taken.partners is not None:
+        first, second = tf.split(sample, 2, axis=-1)
+        sources.append(first + second)
+        extra.append(tf.reduce_sum(
+            tf.cast(tf.equal(first, second), tf.float32), axis=-1,
+            keepdims=True))
+    widths = [int(x.shape[-1]) for x in sources]
+    joined = tf.concat(sources, axis=-1) if len(sources) > 1 else sample
+    # The four bytes of every word, low byte first: (batch, n, 4).
+    planes = tf.cast(tf.bitcast(joined, tf.uint8), tf.int32)
+    source_index = np.concatenate([np.full(w, i)
+                                   for i, w in enumerate(widths)])
+    per_row = 4 * ws.BYTE_VALUES * len(sources)
+    plane_offsets = ws.BYTE_VALUES * (np.arange(4)[None, :]
+                                      + 4 * source_index[:, None])
+    # Low and high bytes of the sampled words in blocks, and their steps;
+    # kinds: 0 low bytes, 1 low steps, 2 high bytes, 3 high steps.
+    lowhigh = tf.reshape(tf.gather(planes[:, :blocks * ws.BLOCK], [0, 3],
+                                   axis=-1), [-1, blocks, ws.BLOCK, 2])
+    steps = tf.math.floormod(lowhigh[:, :, :-1] - lowhigh[:, :, 1:],
+                             ws.BYTE_VALUES)
+    kind_values = tf.concat([lowhigh, steps], axis=2)  # (b, blocks, 255, 2)
+    kind = np.concatenate([np.zeros(ws.BLOCK), np.ones(ws.BLOCK - 1)])[
+        :, None] + np.array([0, 2])[None, :]
+    block_offsets = ws.BYTE_VALUES * (kind[None] + _KINDS * np.arange(
+        blocks)[:, None, None])
+    per_row_blocks = _KINDS * ws.BYTE_VALUES * blocks
+    if static_rows is not None:
+        row = np.arange(static_rows)
+        plane_offsets = plane_offsets[None] + per_row * row[:, None, None]
+        block_offsets = (per_row * static_rows + block_offsets[None]
+                         + per_row_blocks * row[:, None, None, None])
+        plane_ids = planes + plane_offsets.astype(np.int32)
+        block_ids = kind_values + block_offsets.astype(np.int32)
+    else:
+        plane_ids = planes + plane_offsets.astype(np.int32) \
+            + per_row * tf.reshape(tf.range(rows), [-1, 1, 1])
+        block_ids = kind_values + block_offsets.astype(np.int32) \
+            + per_row * rows + per_row_blocks * tf.reshape(
+                tf.range(rows), [-1, 1, 1, 1])
+    ids = tf.concat([tf.reshape(plane_ids, [-1]),
+                     tf.reshape(block_ids, [-1])], axis=0)
+    counts = tf.reshape(tf.math.unsorted_segment_sum(
+        tf.ones_like(ids, tf.float32), ids,
+        (per_row + per_row_blocks) * rows), [-1, ws.BYTE_VALUES])
+    per_plane, per_kind = tf.split(
+        counts, [4 * len(sources) * rows, _KINDS * blocks * rows], axis=0)
+    bits = tf.reshape(tf.matmul(per_plane, tf.constant(_BITS)),
+                      [-1, 32 * len(sources)])
+    pairs = tf.minimum(
+        tf.reduce_sum(per_kind * (per_kind - 1.0), axis=-1) * 0.5,
+        float(ws.COLLISION_CAP))
+    collisions = tf.reduce_sum(tf.reshape(pairs, [-1, blocks, _KINDS]),
+                               axis=1)
+    values = tf.concat([bits] + extra + [collisions], axis=-1)
+    lows, highs = _limit_vectors(consumed)
+    return values, lows, highs
+
+
+def call_passes(sample):
+    """A scalar: whether the call's sampled words, all rows together,
+    pass `word_repeats`."""
+    return _repeat_margin(sample) > 0.0
+
+
+def _repeat_margin(sample):
+    """A float32 scalar, > 0 when the call's sampled words pass
+    `word_repeats`: the limit minus the repeats (a constant limit when the
+    batch is static, as in a phone model), else +1 / -1 from the bound
+    computed in the graph."""
+    flat = tf.reshape(tf.cast(sample, tf.int32), [1, -1])
+    repeats = repeat_count(flat)[0]
+    if flat.shape[-1] is not None:
+        return float(ws.word_repeat_limit(int(flat.shape[-1]))) - repeats
+    ok = repeat_verdict(repeats, tf.size(sample))
+    return tf.where(ok, 1.0, -1.0)
+
+
+def repeat_count(words):
+    """(rows,) float32: words equal to an earlier word in each row of an
+    int32 (rows, M) tensor (sort, count equal neighbours)."""
+    ordered = tf.math.top_k(words, k=tf.shape(words)[-1], sorted=True).values
     equal = tf.equal(ordered[:, 1:], ordered[:, :-1])
-    successors = _successors(words, positions)
-    pairs = tf.logical_and(equal, tf.equal(successors[:, 1:],
-                                           successors[:, :-1]))
-    return (tf.reduce_sum(tf.cast(equal, tf.float32), axis=-1),
-            tf.reduce_sum(tf.cast(pairs, tf.float32), axis=-1))
+    return tf.reduce_sum(tf.cast(equal, tf.float32), axis=-1)
 
 
-def duplicate_verdicts(counts, num_words):
-    """(rows, 2) booleans, True where the row passes `word_repeats` and
-    `pair_repeats`, for rows of `num_words` words (an int tensor or int:
-    the limits are computed in the graph, as the batch size, and so the
-    call's word count, may be known only at run time)."""
-    words_repeated, pairs_repeated = counts
+def repeat_verdict(repeats, num_words):
+    """Booleans, True where `repeats` (float32) repeated words among
+    `num_words` (an int tensor or int, known only at run time for a
+    batch) pass: ln of the bound (M (M - 1) / 2^32)^r / r! (Stirling)
+    above the share (`ws.word_repeat_log_bound`)."""
     n = tf.cast(num_words, tf.float32)
-    # word_repeats: ln of the bound (N (N - 1) / 2^32)^r / r!, Stirling.
     rate = n * (n - 1.0) * 2.0**-32
-    r = tf.maximum(words_repeated, 1.0)
+    r = tf.maximum(repeats, 1.0)
     log_bound = r * tf.math.log(rate * math.e / r) \
         - 0.5 * tf.math.log(2.0 * math.pi * r)
-    words_fail = tf.logical_and(
-        words_repeated >= 1.0,
-        log_bound <= math.log(ws.TEST_FALSE_ALARM))
-    # pair_repeats: 1 repeat fails while lambda <= the share, 2 while the
-    # second-moment bound holds; beyond that the call is refused.
-    lam = n * (n - 1.0) * 0.5 * 2.0**-64
-    alarm = ws.PAIR_REPEATS_FALSE_ALARM
-    one = lam <= alarm
-    two = tf.logical_and(lam * lam * 0.5 + 4.0 * lam * 2.0**-32 <= alarm,
-                         n <= float(ws.MAX_WORDS_PER_CALL))
-    pairs_fail = tf.logical_or(
-        tf.logical_or(tf.logical_and(one, pairs_repeated >= 1.0),
-                      tf.logical_and(two, pairs_repeated >= 2.0)),
-        tf.logical_not(tf.logical_or(one, two)))
-    return tf.stack([tf.logical_not(words_fail),
-                     tf.logical_not(pairs_fail)], axis=-1)
+    fails = tf.logical_and(repeats >= 1.0,
+                           log_bound <= math.log(ws.WORD_REPEATS_FALSE_ALARM))
+    return tf.logical_not(fails)
 
 
 def _all(booleans):
@@ -166,39 +272,18 @@ def _all(booleans):
     return tf.reduce_min(tf.cast(booleans, tf.float32)) > 0.5
 
 
-def _high_byte(words):
-    """The unsigned high byte of int32 words: (w >> 24) mod 256
-    (RIGHT_SHIFT is arithmetic, so negative words give -128..-1)."""
-    return tf.math.floormod(tf.bitwise.right_shift(words, 24),
-                            ws.BYTE_VALUES)
+def _all_along(booleans):
+    """(batch,): whether every element of each row is True."""
+    return tf.reduce_min(tf.cast(booleans, tf.float32), axis=-1) > 0.5
 
 
-def _pairs_per_block(values):
-    """(blocks,) float32: pairs of equal values in each row of a (blocks,
-    n) int tensor of bytes, sum over the 256 values of c (c - 1) / 2."""
-    rows = tf.shape(values)[0]
-    ids = tf.reshape(values + tf.range(rows)[:, None] * ws.BYTE_VALUES, [-1])
-    counts = tf.math.unsorted_segment_sum(
-        tf.ones_like(ids, tf.float32), ids, rows * ws.BYTE_VALUES)
-    counts = tf.reshape(counts, [-1, ws.BYTE_VALUES])
-    return tf.reduce_sum(counts * (counts - 1.0), axis=-1) * 0.5
-
-
-def _blocked_mean(values):
-    """(batch,) mean over the last axis (static length), summed per block
-    of 128 and then over the blocks."""
-    length = int(values.shape[-1])
-    padded = -(-length // ws.BLOCK) * ws.BLOCK
-    values = tf.pad(values, [[0, 0], [0, padded - length]])
-    per_block = tf.reduce_sum(tf.reshape(values, [-1, padded // ws.BLOCK,
-                                                  ws.BLOCK]), axis=-1)
-    return tf.reduce_sum(per_block, axis=-1) / float(length)
-
-
-def _num_words(words):
-    num_words = words.shape[-1]
-    if num_words is None or int(num_words) < ws.MIN_WORDS:
-        raise ValueError(f"`words` must have a static last dimension of at "
-                         f"least {ws.MIN_WORDS}, received shape "
-                         f"{tuple(words.shape)}.")
-    return int(num_words)
+def _check_width(words, consumed):
+    """The `ws.Sample` of rows whose mechanism reads `consumed` words;
+    raises ValueError unless the static row length is its N."""
+    taken = ws.sample(int(consumed))
+    width = words.shape[-1]
+    if width is None or int(width) != taken.words:
+        raise ValueError(f"`words` must have a static last dimension of "
+                         f"{taken.words} ({consumed} consumed words), "
+                         f"received shape {tuple(words.shape)}.")
+    return taken

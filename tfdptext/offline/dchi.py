@@ -14,6 +14,7 @@ import numpy as np
 
 from tfdptext.errors import ArgumentError
 from tfdptext.offline import base
+from tfdptext.offline import faiss_search
 from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
@@ -188,6 +189,10 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
             self.index.k_factor = refine
             self.index.train(table[self.candidate_ids])
         self.index.add(table[self.candidate_ids])
+        faiss_search.prepare(self.index)
+        if self.index_kind == "exact":
+            self._candidates = faiss_search.flat_rows(self.index)
+            self._max_norm = faiss_search.max_squared_norm(self._candidates)
         self.embedding_description = embedding_description
 
     def index_bytes(self):
@@ -198,9 +203,15 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
 
     def nearest_tokens(self, vectors):
         """The nearest candidate token id for each row of `vectors` (exact
-        index: the nearest; "hnsw", "pq": an approximate nearest)."""
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        _, rows = self.index.search(vectors, 1)
+        index: the nearest in exact arithmetic, ties to the lower id;
+        "hnsw", "pq": an approximate nearest)."""
+        if self.index_kind == "exact":
+            _, rows = faiss_search.exact_nearest(
+                self.index, self._candidates, vectors, 1, self._max_norm,
+                distances=False)
+        else:
+            vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+            _, rows = faiss_search.search(self.index, vectors, 1)
         return self.candidate_ids[rows[:, 0]]
 
     def _privatize(self, ids):

@@ -115,12 +115,15 @@ class DiffractorCorpusPrivatizer(base.CorpusPrivatizer):
         if distance == 0:
             return 0.0, 0.0
         bound = self.epsilon * distance
-        return bound, guarantees.pair_delta(self.guarantee(), bound)
+        return bound, diffractor.pair_deltas(
+            self.epsilon, self.list_length, diffractor.WORD_BITS,
+            [distance])[0]
 
     def guarantee(self):
         bits = diffractor.WORD_BITS
         return guarantees.diffractor_guarantee(
             self.epsilon, self.list_length,
             diffractor.total_variation(self.epsilon, self.list_length, bits),
-            bits, len(self.counts), self.embedding_description
+            bits, len(self.counts), self.embedding_description,
+            diffractor.delta_statement(self.epsilon, self.list_length, bits)
         ).with_randomness(self.randomness())

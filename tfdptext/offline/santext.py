@@ -14,6 +14,7 @@ import numpy as np
 
 from tfdptext.errors import ArgumentError
 from tfdptext.offline import exponential
+from tfdptext.offline import table_cache
 from tfdptext.privacy import substitution as guarantees
 from tfdptext.privacy import validation
 from tfdptext.substitution import backend
@@ -28,7 +29,8 @@ class SanTextCorpusPrivatizer(exponential.ExponentialCorpusPrivatizer):
 
     Args:
         embeddings, epsilon, special_token_ids, passthrough_token_ids,
-        seed, embedding_description: see `ExponentialCorpusPrivatizer`.
+        seed, embedding_description, cache_bytes: see
+            `ExponentialCorpusPrivatizer`.
         sensitive_token_ids: None (SanText) or the sensitive ids.
         p: SanText+'s probability of sanitizing a non-sensitive word
             (default 0.2).
@@ -42,9 +44,10 @@ class SanTextCorpusPrivatizer(exponential.ExponentialCorpusPrivatizer):
     def __init__(self, embeddings, epsilon, sensitive_token_ids=None,
                  p=None, special_token_ids=(), passthrough_token_ids=(),
                  seed=None, embedding_description="the token embedding "
-                 "table"):
+                 "table", *, cache_bytes=table_cache.DEFAULT_MAX_BYTES):
         super().__init__(embeddings, epsilon, special_token_ids,
-                         passthrough_token_ids, seed, embedding_description)
+                         passthrough_token_ids, seed, embedding_description,
+                         cache_bytes=cache_bytes)
         self.outputs = ~self.is_special
         self.sensitive_token_ids = None
         self.p = None

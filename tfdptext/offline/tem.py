@@ -11,6 +11,7 @@ Metric Differential Privacy on Text", SIAM SDM 2023.
 
 from tfdptext.errors import ArgumentError
 from tfdptext.offline import exponential
+from tfdptext.offline import table_cache
 from tfdptext.privacy import substitution as guarantees
 from tfdptext.privacy import validation
 from tfdptext.substitution import backend
@@ -23,7 +24,8 @@ class TEMCorpusPrivatizer(exponential.ExponentialCorpusPrivatizer):
 
     Args:
         embeddings, epsilon, special_token_ids, passthrough_token_ids,
-        seed, embedding_description: see `ExponentialCorpusPrivatizer`.
+        seed, embedding_description, cache_bytes: see
+            `ExponentialCorpusPrivatizer`.
         gamma: the truncation distance (> 0); default from `beta`.
         beta: gamma = (2 / eps) ln((1 - beta) (|V| - 1) / beta) (default
             0.001).
@@ -36,9 +38,11 @@ class TEMCorpusPrivatizer(exponential.ExponentialCorpusPrivatizer):
 
     def __init__(self, embeddings, epsilon, gamma=None, beta=0.001,
                  special_token_ids=(), passthrough_token_ids=(), seed=None,
-                 embedding_description="the token embedding table"):
+                 embedding_description="the token embedding table", *,
+                 cache_bytes=table_cache.DEFAULT_MAX_BYTES):
         super().__init__(embeddings, epsilon, special_token_ids,
-                         passthrough_token_ids, seed, embedding_description)
+                         passthrough_token_ids, seed, embedding_description,
+                         cache_bytes=cache_bytes)
         self.beta = None if beta is None else utilities.check_beta(beta)
         if gamma is None:
             if self.beta is None:

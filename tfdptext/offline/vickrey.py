@@ -12,6 +12,7 @@ to Privacy Preserving Text Generation", PrivateNLP 2021.
 import numpy as np
 
 from tfdptext.offline import dchi
+from tfdptext.offline import faiss_search
 from tfdptext.privacy import metric
 from tfdptext.privacy import substitution as guarantees
 from tfdptext.substitution import backend
@@ -64,8 +65,12 @@ class VickreyCorpusPrivatizer(dchi.DChiCorpusPrivatizer):
 
     def two_nearest(self, vectors):
         """(first, second, d1, d2) ids and Euclidean distances."""
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        squared, rows = self.index.search(vectors, 2)
+        if self.index_kind == "exact":
+            squared, rows = faiss_search.exact_nearest(
+                self.index, self._candidates, vectors, 2, self._max_norm)
+        else:
+            vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+            squared, rows = faiss_search.search(self.index, vectors, 2)
         distance = np.sqrt(np.maximum(squared.astype(np.float64), 0.0))
         return (self.candidate_ids[rows[:, 0]], self.candidate_ids[rows[:, 1]],
                 distance[:, 0], distance[:, 1])

@@ -5,6 +5,7 @@ report their guarantee through these functions.
 """
 
 from tfdptext.privacy import categorical
+from tfdptext.privacy import identification
 from tfdptext.privacy import limit
 from tfdptext.privacy import randomness
 from tfdptext.privacy import word_statistics

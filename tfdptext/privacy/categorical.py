@@ -128,9 +128,18 @@ def implemented_epsilon(epsilon, num_values, bits):
 def stated_epsilon(epsilon, num_values):
     """The epsilon a release of `epsilon` states: the largest
     `implemented_epsilon` over the random grids the layers and offline
-    samplers draw from (23 and 24 bits)."""
-    return max(implemented_epsilon(epsilon, num_values, bits)
-               for bits in GRIDS)
+    samplers draw from (23 and 24 bits). Warns
+    (`guarantee.EpsilonMismatchWarning`) when it is more than 1% from
+    `epsilon`: above at a tiny epsilon with many values (the modulo bias
+    and the grid), below at a huge one (the keep threshold is capped at
+    2^B - 1)."""
+    value = max(implemented_epsilon(epsilon, num_values, bits)
+                for bits in GRIDS)
+    return guarantee_lib.check_implemented(
+        f"{num_values}-ary randomized response", epsilon, value,
+        "integer thresholds on 23- and 24-bit random integers, the modulo "
+        "bias of choosing among the other values, and a keep threshold "
+        "capped at 2^B - 1")
 
 
 def transition_matrix(epsilon, num_values, bits=24):

@@ -212,3 +212,46 @@ class Guarantee:
             lines.append(
                 f"  Condition: {randomness_lib.DESCRIPTIONS[self.randomness]}")
         return "\n".join(lines)
+
+
+# How far the epsilon that runs may sit from the one asked for before the
+# user is told (`check_implemented`).
+IMPLEMENTED_TOLERANCE = 0.01
+
+
+class EpsilonMismatchWarning(UserWarning):
+    """The epsilon a sampler implements differs from the one asked for by
+    more than IMPLEMENTED_TOLERANCE (the guarantee states the one that
+    runs)."""
+
+
+def check_implemented(mechanism, requested, implemented, why,
+                      warn_below=True):
+    """Warns (EpsilonMismatchWarning) when the implemented epsilon is more
+    than 1% above the requested one (a weaker guarantee than asked: the
+    guarantee states it), or, with `warn_below`, more than 1% below (more
+    noise, less utility than asked; not for a mechanism whose exact
+    log-ratio is below its parameter by design). `why`: what makes them
+    differ (the sampler's grid). Returns `implemented`.
+
+    Example:
+    >>> check_implemented("rr", 1.0, 1.0000001, "the 24-bit grid")
+    1.0000001
+    """
+    import warnings
+
+    if implemented > requested * (1.0 + IMPLEMENTED_TOLERANCE):
+        warnings.warn(
+            f"{mechanism}: the epsilon that runs, {implemented:.6g}, is "
+            f"{implemented / requested:.3g} times the {requested:.6g} asked "
+            f"for ({why}); the guarantee states {implemented:.6g}. Ask for "
+            "a larger epsilon or fewer values to keep them close.",
+            EpsilonMismatchWarning, stacklevel=3)
+    elif warn_below and \
+            implemented < requested * (1.0 - IMPLEMENTED_TOLERANCE):
+        warnings.warn(
+            f"{mechanism}: the epsilon that runs, {implemented:.6g}, is "
+            f"below the {requested:.6g} asked for ({why}): the release is "
+            "noisier than asked; the guarantee states the smaller value.",
+            EpsilonMismatchWarning, stacklevel=3)
+    return implemented

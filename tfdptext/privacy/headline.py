@@ -6,10 +6,11 @@ coordinate of a 384-d vector is 384 per text. `per_text_line(guarantee)`
 says it plainly, and `warning(guarantee)` says when it protects little.
 
 WEAK_EPSILON = 10: at epsilon 10 per text, the best guess of a yes/no fact
-about the text is right with probability e^10 / (1 + e^10) = 0.99995
-(`tfdptext.privacy.limit.identification_bound`), so the release hides
-almost nothing about any single fact; epsilon 1 to 8 per text is where a
-release still protects something (0.73 to 0.9997 for a yes/no fact).
+about the text that is even odds beforehand is right with probability up
+to e^10 / (1 + e^10) = 0.99995 (`tfdptext.privacy.limit.
+identification_bound`), so the release hides almost nothing about any
+single fact; epsilon 1 to 8 per text is where a release still protects
+something (0.73 to 0.9997 for such a fact).
 
 Pure Python.
 """
@@ -61,8 +62,9 @@ def warning(guarantee):
         return None
     epsilon = per_text[0]
     return (f"WARNING: epsilon {epsilon:.4g} per text protects little: "
-            f"any yes/no fact about a text can be guessed right with "
-            f"probability up to {limit.identification_bound(epsilon, 2):.5f}"
+            f"a yes/no fact about a text that is even odds beforehand can "
+            f"be guessed right with probability up to "
+            f"{limit.identification_bound(epsilon, 2):.5f}"
             f". Choose {WEAK_EPSILON:g} or less per text (e.g. "
             "--sensitivity=vector, or --release=code).")
 

@@ -1,32 +1,37 @@
 """The most any eps-LDP release of a text can tell about its class.
 
-The bound (a theorem). Let a release M be (eps, delta)-LDP for any two
-texts, and let a server name the class of a text from M's output with any
-decoder d. For K classes with a uniform prior:
+The bound (a theorem, any prior). For a release that is (eps, delta)-LDP
+for any two texts, classes of prior pi and any decoder, the accuracy of
+naming the class is at most the optimum of a linear program over
+(eps, delta)-LDP channels from the K classes to K guesses
+(`tfdptext.privacy.identification`, which has the proof); a channel that
+attains it is a release. `bound(epsilon, prior, delta)` is that optimum.
+With a uniform prior it has the closed form
 
-    P[d(M(x)) = y(x)] <= (e^eps + (K - 1) delta) / (e^eps + K - 1).
+    (e^eps + (K - 1) delta) / (e^eps + K - 1)   (`identification_bound`)
 
-Proof: let S_y be the outputs decoded as y and A = sum_y P[M(x_y) in S_y]
-for texts x_y of each class. For y' != y, P[M(x_y) in S_y] <= e^eps
-P[M(x_y') in S_y] + delta; summed over y' != y and then over y,
-(K - 1) A <= e^eps (K - A) + K (K - 1) delta, and the accuracy is A / K.
-K-ary randomized response on the true class attains it at delta = 0
-(Kairouz, Oh and Viswanath 2014, "Extremal mechanisms for local
-differential privacy").
+(K-ary randomized response on the true class attains it at delta = 0;
+Kairouz, Oh and Viswanath 2014). With a skewed prior it can be far above
+K-ary randomized response: for AG's prior 0.58/0.371/0.007/0.042 it is
+0.592/0.695/0.838 at eps 0.5/1/2 (binary randomized response between
+the two big classes), against 0.587/0.655/0.788.
 
-The reference (not a theorem). A server that holds a non-private
-classifier of accuracy a can at best get what randomized response on that
-classifier's prediction gets: the two symmetric channels compose to one
-with keep probability a' = a p + (1 - a) (1 - p) / (K - 1),
-p = the bound above. `rr_limit(eps, K, a)` is a' (uniform prior), or, with
-a class `prior`, the accuracy of the Bayes-optimal decoder of that channel,
-sum_r max_y prior_y P[r | y]. With a = 1 this is optimal for K = 2 and any
-prior (every binary eps-LDP decision is a mixture of randomized response
-and constants); for K > 2 and a non-uniform prior it is what randomized
-response achieves, not a proven bound. `limit_report` says which one a
-number is.
+The reference limit (not a theorem about every release). A server that
+holds a non-private classifier can release an LDP channel applied to that
+classifier's prediction r; the best such channel for the joint law of r
+and the class is the same program with weights P(r, y)
+(`reference_limit`, from the classifier's confusion matrix on the test
+split). It bounds every release built as a channel on that prediction,
+not a release that reads the text otherwise (a better classifier would
+do better); it is the yardstick beside a private accuracy.
+`limit_report` says which one a number is.
 
-Pure Python and numpy.
+K-ary randomized response, decoded by Bayes' rule, is kept for
+comparison: `rr_limit` (errors spread evenly over the other classes),
+`rr_reference` (the classifier's actual confusion matrix). Each is a
+channel the programs range over, so never above them.
+
+Pure Python and numpy; the programs use SciPy.
 """
 
 import math
@@ -35,6 +40,7 @@ import numpy as np
 
 from tfdptext.errors import ArgumentError
 from tfdptext.privacy import guarantee as guarantee_lib
+from tfdptext.privacy import identification
 from tfdptext.privacy import validation
 
 THEOREM = "theorem"
@@ -43,8 +49,9 @@ REFERENCE = "reference"
 
 def identification_bound(epsilon, num_classes, delta=0.0):
     """(e^eps + (K - 1) delta) / (e^eps + K - 1), computed without
-    overflow: the largest accuracy of naming one of K equally likely
-    classes from an (eps, delta)-LDP release (module docstring).
+    overflow: the largest accuracy of naming one of K EQUALLY LIKELY
+    classes from an (eps, delta)-LDP release (module docstring; `bound`
+    for any prior).
 
     Example:
     >>> round(identification_bound(1.0, 4), 4)
@@ -55,6 +62,16 @@ def identification_bound(epsilon, num_classes, delta=0.0):
     delta = validation.check_rate("delta", delta, include_one=True)
     tail = (num_classes - 1) * math.exp(-epsilon)
     return min(1.0, (1.0 + delta * tail) / (1.0 + tail))
+
+
+def _is_uniform(prior, num_classes):
+    """Whether `prior` is None or exactly uniform (the closed form holds;
+    a nearly uniform prior goes to the program)."""
+    if prior is None:
+        return True
+    weights = np.asarray(prior, np.float64)
+    _check_prior(weights, num_classes)
+    return bool(np.all(weights == weights[0]))
 
 
 def _check_prior(prior, num_classes):
@@ -68,12 +85,73 @@ def _check_prior(prior, num_classes):
     return prior / prior.sum()
 
 
+def bound(epsilon, num_classes, prior=None, delta=0.0):
+    """The theorem: the most any (eps, delta)-LDP release of a text lets
+    any decoder name its class, classes occurring with `prior` (None:
+    uniform, the closed form `identification_bound`); the linear program
+    of `tfdptext.privacy.identification` otherwise.
+
+    Example (the DPNR AG file's prior):
+    >>> round(bound(1.0, 4, [0.58, 0.371, 0.007, 0.042]), 3)
+    0.695
+    """
+    if _is_uniform(prior, num_classes):
+        return identification_bound(epsilon, num_classes, delta)
+    prior = _check_prior(prior, num_classes)
+    return identification.best_channel(np.diag(prior), epsilon,
+                                       delta).value
+
+
+def even_errors_joint(num_classes, reference_accuracy, prior=None):
+    """(K, K) joint law P(prediction r, class y) of a classifier of
+    accuracy a whose errors spread evenly over the other classes."""
+    a = validation.check_rate("reference_accuracy", reference_accuracy,
+                              include_one=True)
+    prior = (np.full(num_classes, 1.0 / num_classes) if prior is None
+             else _check_prior(prior, num_classes))
+    given = np.full((num_classes, num_classes),
+                    (1.0 - a) / (num_classes - 1))
+    np.fill_diagonal(given, a)  # given[y, r] = P(r | y)
+    return (prior[:, None] * given).T
+
+
+def reference_limit(epsilon, confusion, delta=0.0):
+    """The best accuracy of any (eps, delta)-LDP channel applied to a
+    classifier's prediction, for the joint law of its predictions and the
+    classes in `confusion` (counts, row the true class, column the
+    prediction): the program of `tfdptext.privacy.identification` with
+    weights P(r, y). Never below `rr_reference` (one such channel).
+
+    Example:
+    >>> round(reference_limit(2.0, [[45, 5], [10, 40]]), 3)
+    0.767
+    """
+    counts = _check_confusion(confusion)
+    return identification.best_channel(
+        identification.joint_from_confusion(counts), epsilon, delta).value
+
+
+def limit_at(epsilon, num_classes, prior=None, delta=0.0,
+             reference_accuracy=None, reference_confusion=None):
+    """The limit beside a private accuracy at `epsilon` per text:
+    `reference_limit` of `reference_confusion`; else the same program for
+    a classifier of `reference_accuracy` with even errors; else (no
+    reference) the theorem `bound`."""
+    if reference_confusion is not None:
+        return reference_limit(epsilon, reference_confusion, delta)
+    if reference_accuracy is None:
+        return bound(epsilon, num_classes, prior, delta)
+    return identification.best_channel(
+        even_errors_joint(num_classes, reference_accuracy, prior), epsilon,
+        delta).value
+
+
 def rr_limit(epsilon, num_classes, reference_accuracy=1.0, prior=None,
              delta=0.0):
     """Accuracy of K-ary randomized response on the prediction of a
     classifier of accuracy `reference_accuracy` (errors spread evenly over
     the other classes), decoded by Bayes' rule for `prior` (None:
-    uniform). See the module docstring for when this is a theorem.
+    uniform). What randomized response gets, never above `limit_at`.
 
     Example:
     >>> [round(rr_limit(e, 4, 0.85), 2) for e in (1, 2, 4, 8)]
@@ -105,6 +183,17 @@ def confusion_matrix(labels, predicted, num_classes):
     return counts
 
 
+def _check_confusion(confusion):
+    counts = np.asarray(confusion, np.float64)
+    if counts.ndim != 2 or counts.shape[0] != counts.shape[1] or \
+            counts.shape[0] < 2 or not np.isfinite(counts).all() or \
+            (counts < 0).any() or counts.sum() <= 0:
+        raise ArgumentError(
+            "`confusion` must be a square (K, K) matrix of non-negative "
+            f"counts, K >= 2, not all zero; received shape {counts.shape}.")
+    return counts
+
+
 def rr_reference(epsilon, confusion, delta=0.0):
     """Accuracy of K-ary randomized response on a classifier's actual
     predictions, decoded by Bayes' rule for their joint law with the true
@@ -126,13 +215,7 @@ def rr_reference(epsilon, confusion, delta=0.0):
     >>> round(rr_reference(2.0, [[45, 5], [10, 40]]), 3)
     0.767
     """
-    counts = np.asarray(confusion, np.float64)
-    if counts.ndim != 2 or counts.shape[0] != counts.shape[1] or \
-            counts.shape[0] < 2 or not np.isfinite(counts).all() or \
-            (counts < 0).any() or counts.sum() <= 0:
-        raise ArgumentError(
-            "`confusion` must be a square (K, K) matrix of non-negative "
-            f"counts, K >= 2, not all zero; received shape {counts.shape}.")
+    counts = _check_confusion(confusion)
     num_classes = counts.shape[0]
     p = identification_bound(epsilon, num_classes, delta)
     channel = np.full((num_classes, num_classes),
@@ -179,6 +262,17 @@ def _no_limit(guarantee):
             "exactly to one epsilon per text")
 
 
+def _too_large(num_classes, delta, uniform):
+    """Why no program is solved for K classes (None when it is)."""
+    most = (identification.MAX_CLASSES if delta == 0.0
+            else identification.MAX_CLASSES_DELTA)
+    if num_classes <= most or uniform:
+        return None
+    return (f"{num_classes} classes with an uneven prior: the limit's linear "
+            f"program is built for K <= {most}"
+            + (" with delta > 0" if delta else ""))
+
+
 def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
                  prior=None, num_texts=None, reference_confusion=None):
     """The limit beside a private accuracy.
@@ -188,68 +282,74 @@ def limit_report(guarantee, accuracy, num_classes, reference_accuracy=None,
         accuracy: the accuracy measured through the release.
         num_classes: K.
         reference_accuracy: the non-private accuracy of the same budget
-            (None: the limit of a perfect classifier, a = 1).
+            (None: no reference; the limit is then the theorem `bound`).
         prior: the class frequencies of the test set (None: uniform).
         num_texts: how many test texts `accuracy` was measured on: adds
             the 95% interval of the share (the limit bounds the expected
             accuracy; a finite test set can land above it by chance).
         reference_confusion: the non-private classifier's (K, K) confusion
             matrix on the same test texts: the limit is then
-            `rr_reference` (randomized response on its actual
-            predictions), and `reference_accuracy` is read from it. Without
-            it, errors are taken as spread evenly over the other classes,
-            which with a skewed prior can put the limit above the
-            reference's own accuracy.
+            `reference_limit` (the best LDP channel on its actual
+            predictions), and `reference_accuracy` is read from it.
+            Without it, its errors are taken as spread evenly over the
+            other classes (a model: with a skewed prior it can put the
+            limit above the reference's own accuracy).
 
     Returns a dict: "applies" False with a "reason", or K, the per-text
-    epsilon and delta, the `limit` and `share_of_limit` (accuracy / limit),
-    `bound_any_classifier` (a = 1) with its `bound_kind`, and `kind`:
-    "theorem" when the limit is a proven upper bound (a = 1 with a uniform
-    prior, or K = 2), else "reference".
+    epsilon and delta, the `limit` and `share_of_limit` (accuracy /
+    limit), `bound_any_classifier` (the theorem `bound`, `bound_kind`
+    "theorem"), `randomized_response` (K-ary randomized response on the
+    same reference, for comparison), and `kind`: "theorem" when the limit
+    is the bound (no reference), else "reference" (the best channel on
+    the reference's predictions).
     """
     per_text = per_text_epsilon(guarantee)
     if per_text is None:
         return {"applies": False, "reason": _no_limit(guarantee)}
     epsilon, delta = per_text
-    uniform = prior is None or np.allclose(
-        _check_prior(prior, num_classes), 1.0 / num_classes)
+    uniform = _is_uniform(prior, num_classes)
+    reason = _too_large(num_classes, delta, uniform and (
+        reference_accuracy is None and reference_confusion is None))
+    if reason:
+        return {"applies": False, "reason": reason}
     if reference_confusion is not None:
         counts = np.asarray(reference_confusion, np.float64)
         if counts.shape != (num_classes, num_classes):
             raise ArgumentError(
                 f"`reference_confusion` must be ({num_classes}, "
                 f"{num_classes}), received shape {counts.shape}.")
-        limit = rr_reference(epsilon, counts, delta)
-        reference = float(np.trace(counts) / counts.sum())
-        reference_accuracy = reference
-    elif reference_accuracy is None:
-        reference = 1.0
-        limit = rr_limit(epsilon, num_classes, reference, prior, delta)
-    else:
-        reference = validation.check_rate(
+        reference_accuracy = float(np.trace(counts) / counts.sum())
+        rr = rr_reference(epsilon, counts, delta)
+    elif reference_accuracy is not None:
+        reference_accuracy = validation.check_rate(
             "reference_accuracy", reference_accuracy, include_one=True)
-        limit = rr_limit(epsilon, num_classes, reference, prior, delta)
-    bound = rr_limit(epsilon, num_classes, 1.0, prior, delta)
-    bound_proven = uniform or num_classes == 2
-    proven = reference == 1.0 and bound_proven
+        rr = rr_limit(epsilon, num_classes, reference_accuracy, prior,
+                      delta)
+    else:
+        rr = rr_limit(epsilon, num_classes, 1.0, prior, delta)
+    limit = limit_at(epsilon, num_classes, prior, delta, reference_accuracy,
+                     reference_confusion)
+    given = reference_accuracy is not None
     report = {
         "applies": True,
         "num_classes": int(num_classes),
         "epsilon_per_text": float(epsilon),
         "delta": float(delta),
-        "reference_accuracy": float(reference),
-        "reference_given": reference_accuracy is not None,
+        "reference_accuracy": float(reference_accuracy) if given else 1.0,
+        "reference_given": given,
         "reference_model": ("confusion" if reference_confusion is not None
-                            else "even errors"),
+                            else "even errors" if given else "none"),
         "reference_confusion": (None if reference_confusion is None else
                                 np.asarray(reference_confusion).tolist()),
         "prior": None if prior is None else _check_prior(
             prior, num_classes).tolist(),
         "limit": float(limit),
         "share_of_limit": float(accuracy) / limit,
-        "bound_any_classifier": float(bound),
-        "bound_kind": THEOREM if bound_proven else REFERENCE,
-        "kind": THEOREM if proven else REFERENCE,
+        "bound_any_classifier": float(bound(epsilon, num_classes, prior,
+                                            delta)),
+        "bound_kind": THEOREM,
+        "randomized_response": float(rr),
+        "kind": REFERENCE if given else THEOREM,
     }
     if num_texts:
         n = validation.check_int("num_texts", num_texts)

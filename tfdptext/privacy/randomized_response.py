@@ -98,7 +98,11 @@ def rr_guarantee(epsilon, num_bits=None, decoded_to_words=False,
     """The guarantee of per-bit randomized response on a bit vector, at
     the epsilon that runs (`implemented_epsilon` over `grids`)."""
     requested = validation.check_positive("epsilon", epsilon)
-    epsilon = implemented_epsilon(requested, grids)
+    epsilon = guarantee_lib.check_implemented(
+        "binary randomized response", requested,
+        implemented_epsilon(requested, grids),
+        f"integer thresholds on {'/'.join(map(str, grids))}-bit random "
+        "integers, capped at 2^B - 1")
     details = _details(requested, None, grids)
     composition = (
         "an n-bit vector is eps * d_Hamming metric DP; two arbitrary n-bit "

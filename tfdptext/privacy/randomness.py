@@ -5,12 +5,15 @@ drew it is therefore a condition of every guarantee, stated with it:
 
 - `APP_SECURE_RNG`: random words fed to an exported phone model by the app,
   from the platform's cryptographically secure generator (the default
-  export). The model checks them and makes its release unusable (NaN, or
-  token id -1) when they show structure: unfilled, constant, counters,
-  LCGs, bytes too even or too repetitive, reused blocks
-  (`tfdptext.privacy.word_statistics`). No check can tell a predictable
-  generator (java.util.Random seeded with the time) or a buffer reused
-  from an earlier call from good words.
+  export). The model mixes them (`tfdptext.privacy.extraction`: each word
+  its mechanism reads is the sum of g >= 2 of them, so a release is exact
+  while every group holds one fresh word) and makes its release unusable
+  (NaN, or token id -1) when a sample of them shows a defect mixing
+  cannot undo: a stuck bit, unfilled, constant, counters, LCGs, bytes too
+  even or too repetitive, repeated words (`tfdptext.privacy.
+  word_statistics`). No check can tell a predictable generator
+  (java.util.Random seeded with the time) or a buffer reused from an
+  earlier call from good words.
 - `OS_ENTROPY`: Python paths of this package that release data
   (`tfdptext.models.secure.SecureUserSide`, evaluation releases,
   `tfdptext.offline`) read `os.urandom` for every release.
@@ -56,12 +59,16 @@ UNIFORM_BITS = {
 DESCRIPTIONS = {
     APP_SECURE_RNG: (
         "randomness: random words from the app's cryptographically secure "
-        "generator (SecureRandom, SecRandomCopyBytes), fresh for every "
-        "release; the model refuses (NaN / id -1 output) buffers that show "
-        "structure (unfilled, constant, counters, LCGs, uneven or repeated "
-        "bytes, blocks used twice within the call), but no check can see a "
-        "predictable generator (java.util.Random, a time seed) or reuse "
-        "across calls: the guarantee holds only for the secure generator"),
+        "generator (SecureRandom, SecRandomCopyBytes, "
+        "crypto.getRandomValues), fresh for every release; each word the "
+        "mechanism reads is the sum modulo 2^32 of g >= 2 of them, so the "
+        "release is exact while every such group holds one fresh word (a "
+        "few bad words cannot change it); the model refuses (NaN / id -1 "
+        "output) buffers with a defect mixing cannot undo (a stuck bit, "
+        "unfilled, constant, counters, LCGs, uneven or repeated bytes, "
+        "repeated words), but no check can see a predictable generator "
+        "(java.util.Random, a time seed) or reuse across calls: the "
+        "guarantee holds only for the secure generator"),
     OS_ENTROPY: (
         "randomness: os.urandom, fresh for every release"),
     TENSORFLOW_UNSEEDED: (

@@ -180,6 +180,10 @@ def custext_guarantee(epsilon, implemented, top_k, description,
     the same output set, the exact epsilon of the integer sampler; none
     across sets or for kept words (CusText+)."""
     epsilon = validation.check_positive("epsilon", epsilon)
+    guarantee_lib.check_implemented(
+        "CusText", epsilon, implemented,
+        "integer counts out of 2^23, each output at least 1",
+        warn_below=False)  # the exact log-ratio within a set may be lower
     conditions = [
         f"output sets of {top_k} near words of {description} partition the "
         "vocabulary (Chen et al. 2023's conservative mapping, in table "
@@ -212,11 +216,20 @@ def custext_guarantee(epsilon, implemented, top_k, description,
 
 def truncated_gumbel_guarantee(epsilon, exact, scale, bound, max_candidates,
                                num_candidates, mu, description, sampling):
-    """TruncatedGumbel (Carvalho et al. 2021): the exact largest log-ratio
-    over all pairs of inputs (pure LDP per token, computed by numerical
-    integration) when every candidate is within reach of every input;
-    otherwise no worst-case guarantee, and why. `epsilon` is the paper's
-    calibration parameter, never the stated value."""
+    """TruncatedGumbel (Carvalho et al. 2021): no worst-case guarantee for
+    what runs, and why.
+
+    Where a word only reaches its `max_candidates` nearest words, two
+    words with different nearest sets have an infinite log-ratio. Where
+    every candidate is within reach, `exact` (the largest log-ratio of the
+    CONTINUOUS noise's distribution, by numerical integration) is kept in
+    the details, but it is not the epsilon of what runs: the noise runs on
+    a grid (`sampling`: 2^23 cells in the layer, 2^52 offline), whose
+    probabilities differ from the continuous ones most where they are
+    smallest, which is where the largest log-ratio sits; the grid's own
+    largest log-ratio is not computed (2^23 noise values per candidate), so
+    no epsilon is stated. `epsilon` is the paper's calibration parameter.
+    """
     epsilon = validation.check_positive("epsilon", epsilon)
     name = "truncated_gumbel_text_to_text"
     mechanism = (
@@ -226,55 +239,58 @@ def truncated_gumbel_guarantee(epsilon, exact, scale, bound, max_candidates,
         f"|G| <= {bound:.6g} on each distance (Carvalho et al. 2021; the "
         f"paper's epsilon {epsilon:g} sets the scale)")
     if exact is None:
-        return guarantee_lib.Guarantee.none(
-            name,
-            f"no worst-case DP bound: a word is only ever replaced by one "
-            f"of its {max_candidates} nearest of {num_candidates} words, so "
-            "two words with different nearest sets each have outputs the "
-            "other never gives (an infinite log-ratio); the paper's epsilon "
-            f"{epsilon:g} only calibrates the noise. Mechanism: {mechanism}. "
-            "pair_bound gives one pair's exact log-ratio")
+        why = (f"no worst-case DP bound: a word is only ever replaced by one "
+               f"of its {max_candidates} nearest of {num_candidates} words, "
+               "so two words with different nearest sets each have outputs "
+               "the other never gives (an infinite log-ratio); the paper's "
+               f"epsilon {epsilon:g} only calibrates the noise")
+    else:
+        why = (f"no worst-case DP bound stated for what runs: with every "
+               f"candidate within reach the continuous noise's largest "
+               f"log-ratio is {exact:.6g} (numerical integration, "
+               "`details`), but the noise runs on a grid ("
+               f"{sampling}) whose probabilities differ from the continuous "
+               "ones most where they are smallest, where that ratio sits; "
+               "the grid's own largest log-ratio is not computed, so no "
+               f"epsilon is claimed; the paper's epsilon {epsilon:g} only "
+               "calibrates the noise")
     return guarantee_lib.Guarantee(
-        mechanism=name,
-        parameter="epsilon",
-        value=exact,
-        unit=guarantee_lib.PER_TOKEN,
-        metric=f"1 between any two words (all {num_candidates} candidates "
-        "within reach of every input)",
-        composition=PER_TOKEN_COMPOSITION,
+        mechanism=name, parameter="none", value=None,
+        unit=guarantee_lib.NO_PRIVACY,
         conditions=(
-            mechanism,
-            "the value is the largest |ln P(y | x) - ln P(y | x')| over all "
-            "inputs and outputs of the exact distribution, computed by "
-            "Gauss-Legendre integration in float64 (not a proof); the "
-            f"paper's epsilon is {epsilon:g}",
-            f"stated for continuous noise; the noise runs in {sampling}, "
-            "the size K exactly",
-            TEXT_TO_TEXT_CONDITION),
+            f"{why}. Mechanism: {mechanism}. pair_bound gives one pair's "
+            "log-ratio under continuous noise",),
         details={"paper_epsilon": epsilon, "scale": scale,
                  "max_distance": bound, "max_candidates": max_candidates,
-                 "poisson_mean": mu},
-    )
+                 "poisson_mean": mu, "continuous_noise_epsilon": exact,
+                 "noise_grid": sampling})
 
 
 def diffractor_guarantee(epsilon, list_length, total_variation, bits,
-                         largest_shift, description):
+                         largest_shift, description, deltas):
     """1-Diffractor (Meisenbacher et al. 2024) on one list: eps *
     |pos(x) - pos(x')| metric DP per token, positions in the 1-D list of
     the candidates built from `description` by a greedy nearest-neighbour
-    walk; delta from the integer sampler's total variation
-    (`tfdptext.substitution.diffractor`), stated at a pair log-ratio of 1
-    as the exponential mechanisms' is.
+    walk, with a delta that depends on the pair's distance d in the list
+    (`tfdptext.substitution.diffractor.pair_deltas`): `deltas` is
+    `delta_statement`'s summary, and the guarantee's delta is delta(1),
+    the closest pairs', said so.
 
     Example:
-    >>> g = diffractor_guarantee(1.0, 30000, 2.2e-9, 32, 21, "GloVe")
+    >>> g = diffractor_guarantee(1.0, 30000, 2.2e-9, 32, 21, "GloVe",
+    ...     {"delta_at_distance_1": 3.4e-9, "disjoint_from_distance": 43,
+    ...      "largest_distance_with_delta_at_most": {"1e-06": 7}})
     >>> g.unit, g.parameter, f"{g.delta:.2g}"
-    ('per_token', 'epsilon', '8.2e-09')
+    ('per_token', 'epsilon', '3.4e-09')
     """
     epsilon = validation.check_positive("epsilon", epsilon)
     length = validation.check_int("list_length", list_length, minimum=2)
     source = ("one random word per token (B = 32)" if bits == 32 else
               f"floor(U 2^{bits}) of one uniform per token (B = {bits})")
+    levels = "; ".join(
+        f"delta <= {level} up to d = {d}" for level, d in
+        deltas["largest_distance_with_delta_at_most"].items())
+    disjoint = deltas["disjoint_from_distance"]
     return guarantee_lib.Guarantee(
         mechanism="diffractor_text_to_text",
         parameter="epsilon",
@@ -289,7 +305,7 @@ def diffractor_guarantee(epsilon, list_length, total_variation, bits,
                 "special input that is not passed through (e.g. [UNK]) "
                 "takes its nearest candidate's position; the list is "
                 "public (a function of the public table)"),
-        delta=exponential.hockey_stick_delta(total_variation, 1.0),
+        delta=float(deltas["delta_at_distance_1"]),
         composition=PER_TOKEN_COMPOSITION,
         conditions=(
             "1-Diffractor's geometric mechanism (Meisenbacher, Chevli, "
@@ -303,12 +319,18 @@ def diffractor_guarantee(epsilon, list_length, total_variation, bits,
             f"floor(2^B q^m / (1 + q)) / 2^B (the counts computed once in "
             f"float64), |Z| <= {largest_shift} (the largest m with a "
             f"non-zero count), drawn by comparing {source} "
-            "with integer thresholds (no floating point): within total "
-            f"variation {total_variation:.3g} of the exact Z (computed "
-            "from the integer counts, rounded up), so a pair of inputs "
-            f"whose exact log-ratio bound is L has delta = "
-            f"{total_variation:.3g} * (1 + e^L); the stated delta is at "
-            "L = 1",
+            "with integer thresholds (no floating point); total variation "
+            f"{total_variation:.3g} from the exact Z",
+            "delta depends on the pair: two words d positions apart are "
+            "(eps d, delta(d))-indistinguishable, delta(d) the exact "
+            "hockey-stick divergence of the two implemented output laws "
+            "(from the integer counts, rounded up; `pair_bound` gives a "
+            "pair's); the stated delta is delta(1), the closest pairs'; "
+            f"{levels}; delta(d) grows with d because no shift beyond "
+            f"{largest_shift} is drawn"
+            + (f", and from d = {disjoint} on the two words' outputs are "
+               "disjoint (delta = 1: a release tells such words apart)"
+               if disjoint else ""),
             "one table, one list: the package's mixture over several "
             "embedding models (each model's list gives a candidate, one "
             "of them picked uniformly) is not built; with m lists it "
@@ -316,5 +338,6 @@ def diffractor_guarantee(epsilon, list_length, total_variation, bits,
             TEXT_TO_TEXT_CONDITION),
         details={"list_length": length, "sampler_bits": bits,
                  "largest_shift": largest_shift,
-                 "sampler_total_variation": total_variation},
+                 "sampler_total_variation": total_variation,
+                 "pair_deltas": deltas},
     )

@@ -1,85 +1,100 @@
 """The laws of the random-words checks under good words, and their limits.
 
-A phone model takes W int32 `random_words` per release and refuses to
-release (NaN, or token id -1) when the buffer, or the whole batch of
-buffers, looks like the output of anything but a good generator
-(`tfdptext.models.word_checks` runs the checks in the graph). This module
-says, for each check, what its statistic follows when every word is
-uniform and independent, and where it stops: each limit is set so that a
-good buffer crosses it with probability at most its share of the false
-alarm, and their union (below) stays under 2^-40 per call.
+A phone model takes N int32 `random_words` per release, mixes them into
+the C words its mechanism reads (`tfdptext.privacy.extraction`: a sum of
+g words per consumed word, exact whenever each group holds one fresh
+word), and refuses to release (NaN, or token id -1) when the buffer, or
+the whole batch of buffers, shows a defect that extraction cannot undo: a
+defect shared by most of the buffer (`tfdptext.models.word_checks` runs
+the checks in the graph). This module says, for each check, what its
+statistic follows when every word is uniform and independent, and where
+it stops: each limit is set so that a good buffer crosses it with
+probability at most its share of the false alarm, and their union stays
+under 2^-40 per call.
 
-The checks, with what a bad buffer shows (k = w mod 2^24 is a word's
-24-bit value, the uniforms' and integers' source; the high byte
-(w >> 24) mod 256 also feeds the exponentials, which read all 32 bits):
+What is looked at: a fixed sample of each row (`Sample`). A buffer of
+at most SAMPLE_WORDS = 512 words (g >= 2, C <= 256) is read whole. A
+longer one has g = 2 (C > 256): the checks read the groups of
+`CONSUMED_BLOCKS` blocks of 128 consumed words spread over [0, C) (the
+first at 0, the last ending at C): the block's words in the first half
+of the buffer and their partners C later, 2 x 128 x CONSUMED_BLOCKS raw
+words in all. A defect that could change a release must leave some
+group without a fresh word: it covers at least half of the buffer's
+words in the aligned pattern (`extraction.exact_despite`), ties a word to
+its partner, or is a flaw of the generator itself (every word); most of
+the sample shows the first and the last, and the partner tests see the
+second. The cost is then fixed, whatever N (docs/benchmarks.md).
 
-Per row (one release's buffer), with limits for its fixed length W:
+The checks (the low and high bytes are w mod 256 and (w >> 24) mod 256):
 
-1. `mean_low`: mean of k / 2^24, two-sided Hoeffding (an unfilled, zero,
-   constant or low-bytes-only buffer).
-2. `mean_high`: mean of (high byte + 1/2) / 256, two-sided Hoeffding (a
-   buffer of 24-bit values: the exponentials would be near 0, no noise).
-3. `serial`: mean of c_i^2 over the W - 1 consecutive pairs, c_i the
-   circular distance between k_i and k_{i+1} in units of 2^24 (in [0,
-   1/2]); two-sided Chernoff bounds with the exact moment generating
-   function of c^2 (c uniform on [0, 1/2]). The differences k_i - k_{i+1}
-   mod 2^24 of independent uniform words are themselves independent and
-   uniform (the map from (k_0, ..., k_{W-1}) to (differences, k_{W-1}) is
-   a bijection), so the W - 1 terms are i.i.d. Catches counters with any
-   small step and pairs of near-equal words: consecutive words give
-   nearly equal exponentials, and a Laplace pair b (E1 - E2) cancels.
-4. `near_equal`: how many consecutive pairs lie within 2^12 / 2^24 of each
-   other (circularly): Binomial(W - 1, (2^13 - 1) / 2^24), upper tail
-   (a few near-equal Laplace pairs, which the mean of 3 averages away).
-5. `low_byte_collisions`: the words in blocks of 128 (the first
-   floor(W / 128) blocks); in each, the pairs of equal low bytes, capped
-   at 128, summed over the blocks; two-sided Chernoff bounds with the
-   exact law of one block (`block_collision_law`). Too FEW repeats fail
-   too: the low byte of a counter, a Weyl sequence i * s or a 32-bit LCG
-   runs through its values evenly (128 distinct values in a block, where
-   chance gives about 32 repeats); too many: even steps, a constant byte.
-6. `low_byte_step_collisions`: the same on the 127 circular differences
+Per row, on its sampled words:
+
+1. `bits`: for each bit position k = 0..31, the number of sampled words
+   with bit k set: Binomial(S, 1/2) for good words; two-sided, exact
+   binomial limits. Catches a stuck bit anywhere (all even or all odd
+   words, multiples of 4, the top bit always set, bytes of ASCII text with
+   bit 7 clear, 24-bit values, one byte per word, zeros, a constant), and
+   a buffer left mostly unfilled (more than about a third of the words
+   zero: an app that filled bytes instead of words).
+2. `low_byte_collisions`: the sample in blocks of 128; in each, the pairs
+   of equal low bytes, capped at 128, summed over the blocks; two-sided
+   Chernoff bounds with the exact law of one block
+   (`block_collision_law`). Too FEW repeats fail too: the low byte of a
+   counter, a Weyl sequence i * s or a 32-bit LCG runs through its values
+   evenly (128 distinct values in a block, where chance gives about 32
+   repeats); too many: even steps, a constant byte.
+3. `low_byte_step_collisions`: the same on the 127 circular differences
    (b_i - b_{i+1}) mod 256 of the low bytes within each block (i.i.d.
-   uniform for good words, as in 3): a serial test on the low bits. A
-   counter or Weyl sequence has one difference; an LCG's low byte
-   a b + c has only 64 (a = 1 mod 4).
-7. `high_byte_collisions`, 8. `high_byte_step_collisions`: 5 and 6 on the
-   high bytes.
+   uniform for good words: the map from a block's bytes to (differences,
+   last byte) is a bijection): a serial test on the low bits. A counter
+   or Weyl sequence has one difference; an LCG's low byte a b + c has
+   only 64 (a = 1 mod 4).
+4. `high_byte_collisions`, 5. `high_byte_step_collisions`: 2 and 3 on
+   the high bytes.
 
-Over the whole call (the batch flattened into one buffer of N words: a
-batch whose rows share words must fail, and reuse across rows is reuse):
+Per row, on the sampled groups, when g = 2 (C >= 64; with g > 2 the
+buffer has at most 256 words, all read by 1 to 5 and by 8):
 
-9. `word_repeats`: words equal to an earlier word (N - the number of
-   distinct words, counted by sorting). For good words, P(R >= r) <=
-   C(N, r) ((N - 1) / 2^32)^r <= (N (N - 1) / 2^32)^r / r!: for a fixed
-   set of r positions, each in turn equals one of the at most N - 1
-   earlier words with probability at most (N - 1) / 2^32 given all the
-   words before it. Fails when that bound at the observed R is below the
-   share (`word_repeat_log_bound`). Catches a buffer of few distinct
-   words (one byte of randomness replicated, a short array repeated).
-10. `pair_repeats`: positions i whose pair (w_i, w_{i+1}) (indices mod N)
-    equals another position's, among equal neighbours after sorting: a
-    block of two or more words used twice, at any offset, in any rows. For
-    good words a given two positions' pairs are equal with probability
-    exactly 2^-64, so P(R2 >= 1) <= lambda = C(N, 2) 2^-64; two distinct
-    equal-pair events need at least three independent word equalities
-    (2^-96) when they overlap, which happens for at most 4 partners of an
-    event, and four (2^-128) otherwise, so P(R2 >= 2) <= E[C(X, 2)] <=
-    lambda^2 / 2 + 4 lambda 2^-32. The limit is 0 repeats while lambda is
-    below the share (N <= 4,096: every reused 2-word block, e.g. a
-    Laplace pair taken twice, fails) and 1 repeat above (any reused block
-    of 3 or more words gives at least 2). Calls of more than
-    `MAX_WORDS_PER_CALL` words are refused outright (the bound for 1
-    repeat no longer holds).
+6. `partner_repeats`: sampled positions j whose word equals its partner
+   w_{j+C} (then the consumed word is 2 w_j: even). For good words each
+   pair is equal with probability 2^-32 independently, so P(R >= r) <=
+   C(P, r) 2^{-32 r} for P sampled pairs; fails from the smallest r
+   with that bound below the share (2 for P <= 512). Catches the second
+   half of the buffer copied from the first, even in a few words.
+7. `consumed_bits`: 1 on the consumed words v_j = w_j + w_{j+C} mod 2^32
+   of the sampled groups: what the mechanism reads. A defect that ties
+   the halves (the second half the first negated, or equal to it plus a
+   constant) shows here, where each half alone looks random.
 
-False alarm (union bound): `pair_repeats` gets 2^-41 and the nine others
-2^-41 / 9 each, so one call of one row fails with probability at most
-2^-41 + 9 * 2^-41 / 9 = 2^-40; a batch of B rows at most (B + 1) 2^-41
-(the per-row checks run on every row). The limits use the exact law of
-each statistic (the serial mean's moment generating function is the
-integral of its 2^-24 grid, off by a relative 2^-48, far below the
-margins), not a normal approximation. Checked by simulation in
-`benchmarks/random_words_check.py` (docs/benchmarks.md).
+Over the whole call (every row's sample flattened into one list of M
+words: a batch whose rows share words must fail):
+
+8. `word_repeats`: sampled words equal to an earlier sampled word
+   (sorting). For good words, P(R >= r) <= C(M, r) ((M - 1) / 2^32)^r <=
+   (M (M - 1) / 2^32)^r / r!: for a fixed set of r positions, each in
+   turn equals one of the at most M - 1 earlier words with probability at
+   most (M - 1) / 2^32 given all the words before it. Fails when that
+   bound at the observed R is below the share (`word_repeat_log_bound`).
+   Catches a buffer of few distinct words (one byte of randomness
+   replicated, a short array tiled, every word written twice) and rows of
+   a batch that share their words.
+
+Checks dropped with extraction (issue 27): the mean of the low 24 bits
+and of the high bytes (the 32 bit counts say more), the serial and
+near-equal tests on consecutive words and the repeated 2-word blocks
+over the whole buffer (they guarded a Laplace pair taken twice or
+near-equal: extraction mixes every consumed word with its partner half a
+buffer away, so a local repetition no longer reaches the noise; the
+partner tests see the one alignment that does).
+
+False alarm (union bound): `bits` gets 2^-42 (2^-48 for each side of
+each of the 32 counts), each of the four collision tests 2^-44,
+`partner_repeats` and `consumed_bits` 2^-43 each, and `word_repeats`
+2^-42: one call of one row fails with probability at most 4 x 2^-42 =
+2^-40, a batch of B rows at most (3 B + 1) 2^-42. The limits use the exact law of each statistic (binomial tails
+summed exactly, the collision law by dynamic programming), not a normal
+approximation. Checked by simulation in `benchmarks/random_words_check.py`
+(docs/benchmarks.md).
 
 What no check can see: a generator whose output looks uniform but is
 predictable. java.util.Random seeded with the time, xorshift, a buffer
@@ -98,86 +113,197 @@ import math
 import numpy as np
 
 from tfdptext.errors import ArgumentError
+from tfdptext.privacy import extraction
 from tfdptext.privacy import randomness
 from tfdptext.privacy import validation
 
 FALSE_ALARM = randomness.FALSE_ALARM
-# `pair_repeats` gets half of the false alarm, the nine others share half.
-PAIR_REPEATS_FALSE_ALARM = FALSE_ALARM / 2
-NUM_OTHER_TESTS = 9
-TEST_FALSE_ALARM = FALSE_ALARM / 2 / NUM_OTHER_TESTS
+# Shares of the false alarm (module docstring).
+BITS_FALSE_ALARM = FALSE_ALARM / 4
+COLLISION_FALSE_ALARM = FALSE_ALARM / 16
+PARTNER_FALSE_ALARM = FALSE_ALARM / 8
+WORD_REPEATS_FALSE_ALARM = FALSE_ALARM / 4
+NUM_BITS = 32
 
-ROW_TESTS = ("mean_low", "mean_high", "serial", "near_equal",
-             "low_byte_collisions", "low_byte_step_collisions",
-             "high_byte_collisions", "high_byte_step_collisions")
-CALL_TESTS = ("word_repeats", "pair_repeats")
+COLLISION_TESTS = ("low_byte_collisions", "low_byte_step_collisions",
+                   "high_byte_collisions", "high_byte_step_collisions")
+PARTNER_TESTS = ("partner_repeats", "consumed_bits")
+ROW_TESTS = ("bits",) + COLLISION_TESTS + PARTNER_TESTS
+CALL_TESTS = ("word_repeats",)
 TESTS = ROW_TESTS + CALL_TESTS
 
-LOW_BITS = 24
 BLOCK = 128
 BYTE_VALUES = 256
 # Pairs of equal bytes counted per block at most (the mean is about 32).
 COLLISION_CAP = 128
-# Consecutive words closer than this (in units of 2^-24) are near-equal.
-NEAR_DISTANCE = 2**12
-NEAR_PROBABILITY = (2 * NEAR_DISTANCE - 1) / 2.0**LOW_BITS
-# The most words one call may check (`pair_repeats`' bound for 1 repeat
-# needs lambda^2 / 2 + 4 lambda 2^-32 <= 2^-41: N <= about 2^21.7).
+# The fewest words per row (`tfdptext.privacy.extraction`): one block.
+MIN_WORDS = extraction.MIN_WORDS
+# Rows of at most this many words are read whole.
+SAMPLE_WORDS = 4 * BLOCK
+# Blocks of consumed words whose groups a longer row's sample holds.
+CONSUMED_BLOCKS = 2
+# The most words one call (a batch) may carry: SecureUserSide splits
+# larger batches; the phone models take one row.
 MAX_WORDS_PER_CALL = 2**21
-# The fewest words per row: one block.
-MIN_WORDS = BLOCK
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """What the checks read of a row of `words` = g `consumed` words.
+
+    Attributes:
+        words: N, the row's words.
+        consumed: C, the words the mechanism reads.
+        positions: the raw words read (numpy int32, increasing; for g = 2
+            and N > SAMPLE_WORDS, the groups of `partners[0]`).
+        partners: for g = 2, (j, j + C) for the sampled consumed
+            positions j (two numpy int32 arrays), else None.
+    """
+
+    words: int
+    consumed: int
+    positions: np.ndarray
+    partners: tuple
+
+    @property
+    def size(self):
+        return len(self.positions)
+
+
+@functools.lru_cache(maxsize=64)
+def sample(consumed):
+    """The `Sample` of a row whose mechanism reads `consumed` words
+    (module docstring).
+
+    Example:
+    >>> s = sample(1536)                   # 384-d Laplace: N = 3072
+    >>> s.size, s.positions[[0, 128, 256, 384]].tolist()
+    (512, [0, 1408, 1536, 2944])
+    """
+    lay = extraction.layout(consumed)
+    if lay.words <= SAMPLE_WORDS:
+        positions = np.arange(lay.words, dtype=np.int32)
+        partners = None
+        if lay.group == 2:
+            first = np.arange(consumed, dtype=np.int32)
+            partners = (first, first + consumed)
+        return Sample(lay.words, consumed, positions, partners)
+    offsets = [round(k * (consumed - BLOCK) / (CONSUMED_BLOCKS - 1))
+               for k in range(CONSUMED_BLOCKS)]
+    first = np.concatenate([np.arange(o, o + BLOCK) for o in offsets]
+                           ).astype(np.int32)
+    return Sample(lay.words, consumed,
+                  np.concatenate([first, first + consumed]),
+                  (first, first + consumed))
 
 
 @dataclasses.dataclass(frozen=True)
 class RowLimits:
-    """Where each per-row statistic fails, for rows of `num_words` words.
+    """Where each per-row statistic fails, for rows whose mechanism reads
+    `consumed` words.
 
     A statistic fails when it is <= its `low` limit or >= its `high`
-    limit (means: real numbers; counts: integers). None: that side has
-    no limit (chance alone could reach it too often).
+    limit (integer counts). None: that side has no limit (chance alone
+    could reach it too often).
+
+    Attributes:
+        consumed: C.
+        sample: S, how many raw words the checks read.
+        blocks: the sample's full blocks of 128.
+        bits: (low, high) for each bit position's count of ones.
+        low_byte_collisions ... high_byte_step_collisions: (low, high).
+        partners: the sampled groups (0 when g > 2).
+        partner_repeats: (None, high), or None when g > 2.
+        consumed_bits: (low, high) for the consumed words' bit counts, or
+            None when g > 2.
     """
 
-    num_words: int
-    mean_low: tuple
-    mean_high: tuple
-    serial: tuple
-    near_equal: int
+    consumed: int
+    sample: int
     blocks: int
+    bits: tuple
     low_byte_collisions: tuple
     low_byte_step_collisions: tuple
     high_byte_collisions: tuple
     high_byte_step_collisions: tuple
+    partners: int
+    partner_repeats: tuple
+    consumed_bits: tuple
 
 
 @functools.lru_cache(maxsize=64)
-def row_limits(num_words, false_alarm=TEST_FALSE_ALARM):
-    """The `RowLimits` of rows of `num_words` words (at least MIN_WORDS),
-    each check at `false_alarm`.
+def row_limits(consumed):
+    """The `RowLimits` of rows whose mechanism reads `consumed` words.
 
     Example:
-    >>> limits = row_limits(768)
-    >>> limits.near_equal, limits.low_byte_collisions
-    (9, (109, 297))
+    >>> limits = row_limits(1536)
+    >>> limits.sample, limits.bits, limits.low_byte_collisions
+    (512, (168, 344), (55, 249))
+    >>> limits.partners, limits.partner_repeats, limits.consumed_bits
+    (256, (None, 2), (65, 191))
     """
-    num_words = validation.check_int("num_words", num_words,
-                                     minimum=MIN_WORDS)
-    _check_false_alarm(false_alarm)
-    mean = randomness.mean_tolerance(num_words, false_alarm)
-    blocks = num_words // BLOCK
+    taken = sample(consumed)
+    blocks = taken.size // BLOCK
     values = block_collision_law(BLOCK)
     steps = block_collision_law(BLOCK - 1)
+    share = COLLISION_FALSE_ALARM
+    partners = 0 if taken.partners is None else len(taken.partners[0])
+    one_sided = BITS_FALSE_ALARM / (2 * NUM_BITS)
     return RowLimits(
-        num_words=num_words,
-        mean_low=(0.5 - mean, 0.5 + mean),
-        mean_high=(0.5 - mean, 0.5 + mean),
-        serial=mean_limits(_serial_law(), num_words - 1, false_alarm),
-        near_equal=binomial_upper_limit(num_words - 1, NEAR_PROBABILITY,
-                                        false_alarm),
-        blocks=blocks,
-        low_byte_collisions=sum_limits(values, blocks, false_alarm),
-        low_byte_step_collisions=sum_limits(steps, blocks, false_alarm),
-        high_byte_collisions=sum_limits(values, blocks, false_alarm),
-        high_byte_step_collisions=sum_limits(steps, blocks, false_alarm))
+        consumed=consumed, sample=taken.size, blocks=blocks,
+        bits=binomial_half_limits(taken.size, one_sided),
+        low_byte_collisions=sum_limits(values, blocks, share),
+        low_byte_step_collisions=sum_limits(steps, blocks, share),
+        high_byte_collisions=sum_limits(values, blocks, share),
+        high_byte_step_collisions=sum_limits(steps, blocks, share),
+        partners=partners,
+        partner_repeats=None if not partners else (
+            None, partner_repeat_limit(partners)),
+        consumed_bits=None if not partners else binomial_half_limits(
+            partners, PARTNER_FALSE_ALARM / (2 * NUM_BITS)))
+
+
+def partner_repeat_limit(pairs, false_alarm=PARTNER_FALSE_ALARM):
+    """The fewest of `pairs` independent pairs of good words found equal
+    that fail: the smallest r with C(pairs, r) 2^(-32 r) <= false_alarm.
+
+    Example:
+    >>> partner_repeat_limit(256), partner_repeat_limit(10**6)
+    (2, 4)
+    """
+    pairs = validation.check_int("pairs", pairs, minimum=1)
+    _check_false_alarm(false_alarm)
+    r = 1
+    while (math.lgamma(pairs + 1) - math.lgamma(r + 1)
+           - math.lgamma(pairs - r + 1) - 32 * r * math.log(2.0)) \
+            > math.log(false_alarm):
+        r += 1
+    return r
+
+
+def binomial_half_limits(trials, false_alarm):
+    """(low, high): a Binomial(trials, 1/2) count is <= low, and (by
+    symmetry) >= high = trials - low, each with probability at most
+    `false_alarm`, from the exact tail; low is -1 when no count is that
+    rare.
+
+    Example:
+    >>> binomial_half_limits(128, 2.0**-48)
+    (21, 107)
+    """
+    trials = validation.check_int("trials", trials, minimum=1)
+    _check_false_alarm(false_alarm)
+    log_target = math.log(false_alarm)
+    log_total = -math.inf
+    low = -1
+    for k in range(trials + 1):
+        term = (math.lgamma(trials + 1) - math.lgamma(k + 1)
+                - math.lgamma(trials - k + 1) - trials * math.log(2.0))
+        log_total = np.logaddexp(log_total, term)
+        if log_total > log_target:
+            break
+        low = k
+    return (low, trials - low)
 
 
 # ---------------------------------------------------------------------------
@@ -243,27 +369,6 @@ def rate(law, a):
     return max(theta * a - law.log_mgf(theta), 0.0)
 
 
-def mean_limits(law, count, false_alarm):
-    """(low, high): the mean of `count` i.i.d. draws of `law` is <= low,
-    or >= high, with probability at most `false_alarm` each (Chernoff)."""
-    target = math.log(1.0 / false_alarm)
-    low_end, high_end = float(law.values.min()), float(law.values.max())
-    out = []
-    for end in (low_end, high_end):
-        if count * rate(law, end) < target:
-            out.append(None)
-            continue
-        inner, outer = law.mean, end  # rate(inner) = 0, rate(outer) big
-        for _ in range(60):
-            mid = (inner + outer) / 2.0
-            if count * rate(law, mid) >= target:
-                outer = mid
-            else:
-                inner = mid
-        out.append(outer)
-    return tuple(out)
-
-
 def sum_limits(law, count, false_alarm):
     """(low, high) for the sum of `count` i.i.d. draws of an integer-valued
     `law`: P(sum <= low) and P(sum >= high) are each at most `false_alarm`
@@ -295,38 +400,6 @@ def sum_limits(law, count, false_alarm):
     return (low, high)
 
 
-def binomial_upper_limit(trials, probability, false_alarm):
-    """The smallest k with P(Binomial(trials, probability) >= k) <=
-    `false_alarm`, from the exact tail.
-
-    Example:
-    >>> binomial_upper_limit(767, NEAR_PROBABILITY, 2.0**-40)
-    9
-    """
-    log_p, log_q = math.log(probability), math.log1p(-probability)
-
-    def log_pmf(j):
-        return (math.lgamma(trials + 1) - math.lgamma(j + 1)
-                - math.lgamma(trials - j + 1) + j * log_p
-                + (trials - j) * log_q)
-
-    # The tail from k, summed from its largest term (the terms fall
-    # geometrically above the mean).
-    for k in range(int(trials * probability) + 1, trials + 2):
-        if k > trials:
-            return k
-        total, j = 0.0, k
-        first = log_pmf(k)
-        while j <= trials:
-            term = math.exp(log_pmf(j) - first)
-            total += term
-            if term < 1e-18 * total:
-                break
-            j += 1
-        if first + math.log(total) <= math.log(false_alarm):
-            return k
-    return trials + 1
-
 
 @functools.lru_cache(maxsize=8)
 def block_collision_law(balls, bins=BYTE_VALUES, cap=COLLISION_CAP):
@@ -340,7 +413,7 @@ def block_collision_law(balls, bins=BYTE_VALUES, cap=COLLISION_CAP):
     Example:
     >>> law = block_collision_law(128)
     >>> round(law.mean, 2), f"{law.probabilities[0]:.2g}"
-    (31.75, '8.2e-18')
+    (31.75, '1.2e-17')
     """
     balls = validation.check_int("balls", balls, minimum=1)
     state = np.zeros((balls + 1, cap + 1))
@@ -381,24 +454,10 @@ def block_collision_law(balls, bins=BYTE_VALUES, cap=COLLISION_CAP):
                        probabilities / probabilities.sum())
 
 
-@functools.lru_cache(maxsize=1)
-def _serial_law(nodes=64, pieces=32):
-    """c^2 with c uniform on [0, 1/2] (the circular distance of two
-    independent uniforms), as Gauss-Legendre nodes and weights: its
-    moment generating function, an integral of a smooth function, to
-    double precision for the |theta| the limits use."""
-    x, w = np.polynomial.legendre.leggauss(nodes)
-    edges = np.linspace(0.0, 0.5, pieces + 1)
-    values, weights = [], []
-    for a, b in zip(edges[:-1], edges[1:]):
-        values.append((a + b) / 2 + (b - a) / 2 * x)
-        weights.append((b - a) / 2 * w)
-    c = np.concatenate(values)
-    return DiscreteLaw(c * c, np.concatenate(weights) / 0.5)
 
 
 # ---------------------------------------------------------------------------
-# The per-call duplicate counts (their limits also run in the graph).
+# The per-call repeat count (its limit also runs in the graph).
 
 
 def word_repeat_log_bound(num_words, repeats):
@@ -413,7 +472,7 @@ def word_repeat_log_bound(num_words, repeats):
                - 0.5 * math.log(2 * math.pi * repeats))
 
 
-def word_repeat_limit(num_words, false_alarm=TEST_FALSE_ALARM):
+def word_repeat_limit(num_words, false_alarm=WORD_REPEATS_FALSE_ALARM):
     """The fewest repeats that fail (`word_repeat_log_bound` <= ln
     false_alarm)."""
     target = math.log(false_alarm)
@@ -422,24 +481,6 @@ def word_repeat_limit(num_words, false_alarm=TEST_FALSE_ALARM):
         r += 1
     return r
 
-
-def pair_repeat_limit(num_words, false_alarm=PAIR_REPEATS_FALSE_ALARM):
-    """The fewest repeated pairs that fail among `num_words` words (1 or
-    2), or None above MAX_WORDS_PER_CALL / when neither bound holds (the
-    call is then refused).
-
-    Example:
-    >>> pair_repeat_limit(4096), pair_repeat_limit(4097), \\
-    ...     pair_repeat_limit(98304)
-    (1, 2, 2)
-    """
-    lam = num_words * (num_words - 1) / 2.0 * 2.0**-64
-    if lam <= false_alarm:
-        return 1
-    if num_words <= MAX_WORDS_PER_CALL and \
-            lam * lam / 2 + 4 * lam * 2.0**-32 <= false_alarm:
-        return 2
-    return None
 
 
 def _check_false_alarm(false_alarm):

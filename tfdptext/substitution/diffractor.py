@@ -46,11 +46,17 @@ thresholds (`shift_thresholds`) and counts: integers only, in the layer
 random word (one per token), B = 23 from TensorFlow's own uniforms
 (floor(U 2^23), exact for its 2^-23 grid). `total_variation` is the
 distance between the implemented Z and the capped exact one (computed in
-float64 from the integer counts, rounded up), from which the guarantee's
-delta follows (`tfdptext.privacy.substitution.diffractor_guarantee`). No
-log, no exp, nothing that can overflow in the layer.
+float64 from the integer counts, rounded up). The guarantee's delta
+depends on the pair: two words d positions apart are (eps d, delta(d))
+close, delta(d) the exact hockey-stick divergence of the implemented laws
+(`pair_deltas`), which grows with d because the sampler never shifts by
+more than M: from d = 2 M + 1 on the two words' outputs are disjoint
+(`tfdptext.privacy.substitution.diffractor_guarantee` states delta(1) and
+where delta(d) crosses 1e-9, 1e-6, 1e-3). No log, no exp, nothing that
+can overflow in the layer.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -387,3 +393,92 @@ def total_variation(epsilon, length, bits):
 def max_shift(epsilon, length, bits):
     """M: the largest |Z| the sampler draws."""
     return len(tail_counts(epsilon, length, bits))
+
+
+# Lists up to this length get delta(d) from the clipped output laws of
+# every pair of positions (exact); longer ones from the unclipped laws.
+EXACT_PAIRS_LENGTH = 512
+
+
+def _clipped_laws(pmf, length):
+    """(L, L): P'(output position y | word at position i), the shift
+    clipped to the list."""
+    m = len(pmf) // 2
+    laws = np.zeros((length, length))
+    shifts = np.arange(-m, m + 1)
+    for i in range(length):
+        np.add.at(laws[i], np.clip(i + shifts, 0, length - 1), pmf)
+    return laws
+
+
+def _hockey_stick(p, q, log_ratio):
+    """Row-wise sum max(0, p - e^L q) (q = 0 where e^L overflows)."""
+    if log_ratio > 700.0:
+        return np.where(q > 0, 0.0, p).sum(axis=-1)
+    return np.maximum(p - math.exp(log_ratio) * q, 0.0).sum(axis=-1)
+
+
+def pair_deltas(epsilon, length, bits, distances):
+    """delta(d) for each distance d >= 1 in `distances`: the smallest
+    delta with P'(S | x) <= e^(eps d) P'(S | x') + delta for every set S
+    of outputs and every two words d positions apart, under the law that
+    runs (the integer counts).
+
+    Lists of up to EXACT_PAIRS_LENGTH words: the largest hockey-stick
+    divergence between the clipped output laws over every such pair
+    (exact). Longer lists: the divergence between the unclipped laws,
+
+        sum_u max(0, P'(Z = u) - e^(eps d) P'(Z = u - d)),
+
+    which bounds every pair (clipping is post-processing) and equals the
+    pairs away from the ends of the list. Either way delta(d) is at least
+    the mass the farther word cannot reach, so it grows with d, and it is
+    1 once d > 2 M (M the largest shift drawn; the outputs are disjoint).
+    float64 from the integer counts, rounded up by a few ulps per term."""
+    counts = tail_counts(epsilon, length, bits)
+    m = len(counts)
+    pmf = implemented_shift_probabilities(counts, bits)  # z = -m .. m
+    laws = _clipped_laws(pmf, length) if length <= EXACT_PAIRS_LENGTH \
+        else None
+    out = []
+    for d in np.asarray(distances, np.int64).tolist():
+        if d < 1 or d > length - 1:
+            raise ArgumentError(f"`distances` must be in [1, {length - 1}], "
+                                f"received {d}.")
+        log_ratio = epsilon * d
+        if laws is not None:
+            value = max(_hockey_stick(laws[:-d], laws[d:], log_ratio).max(),
+                        _hockey_stick(laws[d:], laws[:-d], log_ratio).max())
+            terms = length
+        elif d > 2 * m:
+            out.append(1.0)
+            continue
+        else:
+            # P'(Z = u - d) for u = -m .. m (0 below -m).
+            shifted = np.zeros_like(pmf)
+            shifted[d:] = pmf[:len(pmf) - d]
+            value = float(_hockey_stick(pmf, shifted, log_ratio))
+            terms = len(pmf)
+        out.append(min(1.0, float(value) + terms * 2.0**-52))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def delta_statement(epsilon, length, bits, levels=(1e-9, 1e-6, 1e-3)):
+    """What a guarantee states about `pair_deltas`: delta at distance 1,
+    the largest distance whose delta is at most each of `levels`, and the
+    distance from which the outputs are disjoint (delta = 1; None when the
+    list is shorter)."""
+    m = max_shift(epsilon, length, bits)
+    top = min(length - 1, 2 * m)
+    deltas = pair_deltas(epsilon, length, bits, np.arange(1, top + 1)) \
+        if top >= 1 else [1.0]
+    largest = {}
+    for level in levels:
+        below = [d for d, value in enumerate(deltas, start=1)
+                 if value <= level]
+        largest[f"{level:g}"] = max(below) if below else 0
+    return {"delta_at_distance_1": deltas[0],
+            "largest_distance_with_delta_at_most": largest,
+            "disjoint_from_distance": (2 * m + 1 if 2 * m + 1 <= length - 1
+                                       else None)}

@@ -116,6 +116,39 @@ def two_stage_draw(grouped, block_weights, uniforms, backend, rows=None):
     return block * size + within
 
 
+def race_factors(log_weights):
+    """numpy: the factors exp(m - s_i) of `race_keys` for (..., n)
+    log-weights, so that a table computed once per input serves every
+    draw: the keys are E_i times them, the same floats `race_keys`
+    computes. A row of only -inf gets +inf everywhere (never wins)."""
+    top = np.max(log_weights, axis=-1, keepdims=True)
+    top = np.where(top > -math.inf, top, 0.0)
+    with np.errstate(over="ignore"):
+        return np.exp(top - log_weights)
+
+
+def race_with_factors(factors, uniforms):
+    """numpy: the winner of each row, as `race` on the log-weights whose
+    `race_factors` are `factors` (the same uniforms give the same
+    winner)."""
+    from tfdptext.substitution import backend
+
+    e = np.maximum(backend.NUMPY.neg_log_uniform(
+        centred_uniforms(uniforms, backend.NUMPY)), _TINY)
+    return np.argmin(e * factors, axis=-1)
+
+
+def two_stage_factors(log_weights):
+    """numpy: the tables of a two-stage draw for (N, n) log-weights:
+    (N, blocks) factors of the block race and (N, blocks, size) factors
+    of the race within each block (`race_factors` of
+    `block_log_weights`), a function of the input alone."""
+    from tfdptext.substitution import backend
+
+    grouped, block_weights = block_log_weights(log_weights, backend.NUMPY)
+    return race_factors(block_weights), race_factors(grouped)
+
+
 def two_stage_race(log_weights, uniforms, backend):
     """The winner of each row of (N, n) log-weights, as `race`, from
     `two_stage_uniforms(n)` uniforms per row."""

@@ -198,21 +198,31 @@ def paper_scale(epsilon, num_candidates, min_distance, max_distance):
     return 2.0 * high / min(lambert_w(2.0 * a * high), math.log(a * low))
 
 
-def distance_range(rows, block=1024):
+def distance_range(rows, block=256):
     """(smallest non-zero, largest) Euclidean distance between the rows
-    (float64, exact search in blocks)."""
+    (float64, exact search in blocks).
+
+    "Non-zero" is above 1e-9 times the largest distance found so far (at
+    least 1e-9): rows that equal another up to rounding do not count. The
+    comparisons run on squared distances (sqrt is monotone and correctly
+    rounded, so the result is the same float), in place, in blocks of 256
+    rows: about half the passes over MiniLM's V x V matrix of before."""
     rows = np.asarray(rows, np.float64)
     norms = np.sum(rows * rows, axis=1)
     low, high = math.inf, 0.0
     for start in range(0, len(rows), block):
         part = rows[start:start + block]
-        squared = np.maximum(norms[start:start + block, None] + norms[None]
-                             - 2.0 * part @ rows.T, 0.0)
-        d = np.sqrt(squared)
-        high = max(high, float(d.max()))
-        positive = d[d > 1e-9 * max(1.0, high)]
-        if positive.size:
-            low = min(low, float(positive.min()))
+        products = part @ rows.T
+        products *= 2.0
+        squared = norms[start:start + block, None] + norms[None]
+        squared -= products  # (|x|^2 + |y|^2) - 2 x.y, as before
+        np.maximum(squared, 0.0, out=squared)
+        high = max(high, math.sqrt(float(squared.max())))
+        threshold = (1e-9 * max(1.0, high)) ** 2
+        smallest = float(np.min(squared, where=squared > threshold,
+                                initial=math.inf))
+        if math.isfinite(smallest):
+            low = min(low, math.sqrt(smallest))
     if not math.isfinite(low) or high <= 0.0:
         raise ArgumentError("The candidate rows must hold at least two "
                             "distinct vectors.")

@@ -1,6 +1,7 @@
 """Building the split model a TrainConfig asks for."""
 
 import keras
+import numpy as np
 
 from tfdptext import layers
 from tfdptext import mechanisms
@@ -40,23 +41,26 @@ def build_split(config, backbone, tokenizer, num_classes, class_prior=None):
       (`tfdptext.mechanisms`: d_chi, BRR over `config.codes`, ...) on token
       ids, frozen; server = the whole model.
     - release code (modes none and robust): encoder -> pool -> dense to
-      `num_codes` logits -> argmax -> [CodeRandomizedResponse]; server = a
+      m logits -> argmax -> [CodeRandomizedResponse]; server = a
       code-to-class table, starting as the Bayes decoder for
-      `class_prior` (the training labels' frequencies); trained through
+      `class_prior` (the training labels' frequencies) and the grouping of
+      `code_plan` (m and which classes share a code); trained through
       `split.training_model`, the table refitted by `split.calibrate`.
     """
     description = f"{config.preset} token embeddings"
     # Variable length: batches are trimmed to their longest text.
     common = dict(pooling=config.pooling, sequence_length=None)
     if config.release == "code":
-        num_codes = num_codes_of(config, num_classes)
+        prior = (np.full(num_classes, 1.0 / num_classes)
+                 if class_prior is None else np.asarray(class_prior))
+        plan = code_plan(config, prior)
         privatizer = None
         if config.mechanism == "rr":
             privatizer = layers.CodeRandomizedResponse(config.epsilon,
-                                                       num_codes)
-        split = models.code_split(backbone, num_classes, num_codes,
+                                                       plan.num_codes)
+        split = models.code_split(backbone, num_classes, plan.num_codes,
                                   privatizer, class_prior=class_prior,
-                                  **common)
+                                  groups=plan.groups, **common)
     elif config.mode in ("none", "adv", "robust", "seq_rep"):
         privatizers = []
         sigmoid = config.normalization == "sigmoid"
@@ -95,18 +99,44 @@ def build_split(config, backbone, tokenizer, num_classes, class_prior=None):
     return split
 
 
-def num_codes_of(config, num_classes):
-    """The code release's number of codes: `config.num_codes`, default
-    the number of classes. ArgumentError when fewer than the classes."""
-    from tfdptext.errors import ArgumentError
+def code_plan(config, prior):
+    """The code release's CodeGrouping (`tfdptext.privacy.identification`)
+    for `config` and the training labels' class frequencies `prior`:
+    --num_codes=auto reads m and the grouping off the best LDP channel for
+    the prior at --epsilon (mode none, no channel: m = K); a number m is
+    used as given (m < K: the m most frequent classes own a code each,
+    the others share the most frequent one's; m >= K: code c starts as
+    class c mod K). The `accuracy` is a perfect code head's through the
+    channel that runs, `bound` the theorem for the prior."""
+    from tfdptext.privacy import categorical
+    from tfdptext.privacy import identification
+    from tfdptext.training.config import AUTO_CODES
 
-    num_codes = config.num_codes or num_classes
-    if num_codes < num_classes:
-        raise ArgumentError(
-            f"`num_codes` ({num_codes}) must be at least the number of "
-            f"classes of the data ({num_classes}): with fewer codes some "
-            "classes could never be named.")
-    return num_codes
+    prior = np.asarray(prior, np.float64)
+    num_classes = len(prior)
+
+    def transition(m):
+        if config.mechanism != "rr":
+            return np.eye(m)
+        return categorical.transition_matrix(config.epsilon, m)
+
+    if config.num_codes == AUTO_CODES and config.mechanism == "rr":
+        return identification.code_grouping(prior, config.epsilon,
+                                            transition)
+    m = num_classes if config.num_codes in (None, AUTO_CODES) \
+        else int(config.num_codes)
+    groups = None if m >= num_classes else \
+        identification.top_m_grouping(prior, m)
+    from tfdptext.models import code as code_lib
+
+    sent = code_lib.code_assignment(m, prior, groups)
+    joint = prior[:, None] * (sent @ transition(m))
+    bound = (identification.identification_limit(prior, config.epsilon)
+             if config.mechanism == "rr" else 1.0)
+    return identification.CodeGrouping(
+        m, None if groups is None else tuple(int(g) for g in groups),
+        float(joint.max(axis=0).sum()), bound,
+        "given" if config.num_codes not in (None, AUTO_CODES) else "default")
 
 
 def text_settings(entry, config, backbone, tokenizer):

@@ -23,6 +23,8 @@ EPSILON_MECHANISMS = ("laplace", "rr") + mechanisms.with_parameter(
 # (a vector, the DPNR release) or a learned code of `num_codes` values
 # (released by m-ary randomized response, mechanism rr).
 RELEASES = ("representation", "code")
+# --num_codes=auto: the code release's m and grouping from the prior.
+AUTO_CODES = "auto"
 # The modes that may release a code: mode none (a non-private code, the
 # reference) and robust (the code by randomized response; everything
 # trains with the exact expected loss over the channel).
@@ -32,8 +34,16 @@ CODE_MODES = ("none", "robust")
 REPRESENTATION_ONLY = {"private_dim": None, "normalization": "minmax",
                        "sensitivity": "per_coordinate", "dropout_rate": 0.0}
 # Modes whose training examples (text and label) come from users: their
-# labels may be randomized on the device (`label_epsilon`).
+# labels may be randomized on the device (`label_epsilon`), and their texts
+# are released once (`training_release`).
 LABEL_PRIVACY_MODES = ("token_rep", "text_to_text", "seq_rep")
+USER_DATA_MODES = LABEL_PRIVACY_MODES
+# How the training and dev texts of a user-data mode are privatized: once
+# (each text released once from os.urandom, recorded in the run, every
+# epoch trains on that release: what a deployment's server receives) or
+# per_epoch (privatized again inside fit at every epoch: noise as
+# augmentation of a server's own texts, no guarantee to any user).
+TRAINING_RELEASES = ("once", "per_epoch")
 SENSITIVITIES = ("per_coordinate", "vector")
 POOLINGS = ("mean", "cls")
 # Learning-rate decay after the linear warm-up (tfdptext.training.schedules).
@@ -51,7 +61,8 @@ DEFAULT_WARMUP_FRACTION = 0.1
 LEGACY_VALUES = {"lr_schedule": "constant", "warmup_fraction": 0.0,
                  "class_weight": "none", "distribute": "default",
                  "release": "representation", "num_codes": None,
-                 "label_epsilon": None, "mechanism_options": None}
+                 "label_epsilon": None, "mechanism_options": None,
+                 "training_release": None}
 # Which mechanisms make sense for which mode.
 ALLOWED = {
     "none": ("none",),
@@ -130,13 +141,25 @@ class TrainConfig:
         "representation: a vector (DPNR); code: one of --num_codes codes "
         "per text, by randomized response at --epsilon per text (mechanism "
         "rr; the best release for one task at a small epsilon).", RELEASES)
-    num_codes: int | None = _field(
-        None, "--release=code: how many codes m (default: the number of "
-        "classes; more gives several codes per class), in [2, 65536].")
+    num_codes: int | str | None = _field(
+        None, "--release=code: how many codes m, in [2, 65536] (default: "
+        "the number of classes K; more gives several codes per class, fewer "
+        "makes classes share a code), or auto: m and which classes share a "
+        "code from the training labels' prior and --epsilon, read off the "
+        "best LDP channel for that prior (at a small epsilon on skewed data "
+        "fewer codes than classes name the big classes more often).")
     epsilon: float | None = _field(
         None, "Laplace epsilon (unit: --sensitivity), BRR's per-bit "
         "epsilon (mode text_to_text with --codes), or the code release's "
         "epsilon per text (--release=code).")
+    training_release: str | None = _field(
+        None, "Modes token_rep, text_to_text, seq_rep, whose training "
+        "texts come from users: once (default) releases each training and "
+        "dev text ONCE through the user side (noise from os.urandom, "
+        "recorded in the run, read back on resume) and every epoch trains "
+        "on that release; per_epoch privatizes them again at every epoch "
+        "(noise as augmentation of the server's own texts: no guarantee to "
+        "any user for the training data).", TRAINING_RELEASES)
     label_epsilon: float | None = _field(
         None, "Modes token_rep, text_to_text, seq_rep: randomize each "
         "training (and dev) label once by K-ary randomized response at this "
@@ -309,6 +332,7 @@ class TrainConfig:
             if getattr(self, name) is not None:
                 validation.check_int(name, getattr(self, name), 1)
         self._validate_adv()
+        self._validate_training_release()
         self._validate_label_privacy()
         self._validate_data()
         return self
@@ -376,9 +400,34 @@ class TrainConfig:
                     f"vector release); a code release takes --num_codes "
                     f"and --epsilon only, received {name}="
                     f"{getattr(self, name)!r}.")
-        if self.num_codes is not None:
+        if self.num_codes is not None and self.num_codes != AUTO_CODES:
+            value = self.num_codes
+            if isinstance(value, str):
+                if not value.strip().isdigit():
+                    raise ArgumentError(
+                        f"`num_codes` must be an integer in [2, "
+                        f"{categorical.MAX_VALUES}] or {AUTO_CODES!r}, "
+                        f"received {value!r}.")
+                value = int(value)
             self.num_codes = categorical.check_num_values("num_codes",
-                                                          self.num_codes)
+                                                          value)
+
+    def _validate_training_release(self):
+        """once by default where the training texts come from users; the
+        other modes train their user side (or have no noise), so there is
+        no fixed release to draw once."""
+        if self.mode in USER_DATA_MODES:
+            if self.training_release is None:
+                self.training_release = "once"
+            validation.check_choice("training_release",
+                                    self.training_release,
+                                    TRAINING_RELEASES)
+        elif self.training_release is not None:
+            raise ArgumentError(
+                f"`training_release` applies to modes {USER_DATA_MODES}, "
+                "whose frozen user side releases the training texts; mode "
+                f"{self.mode} trains on the server's own texts (received "
+                f"training_release={self.training_release!r}).")
 
     def _validate_label_privacy(self):
         if self.label_epsilon is None:
@@ -550,7 +599,11 @@ class TrainConfig:
         if unknown:
             raise ArgumentError(f"Unknown training config fields: "
                              f"{sorted(unknown)}.")
-        return cls(**{**LEGACY_VALUES, **data})
+        legacy = dict(LEGACY_VALUES)
+        if data.get("mode") in USER_DATA_MODES:
+            # Written before `training_release`: privatized inside fit.
+            legacy["training_release"] = "per_epoch"
+        return cls(**{**legacy, **data})
 
     def run_identity(self):
         """The fields that must match to resume a run in the same dir."""

@@ -15,6 +15,8 @@ sets its seed only while the models are built: tfdptext.seeding).
 import contextlib
 import json
 import os
+import shutil
+import time
 
 import keras
 import tensorflow as tf
@@ -122,6 +124,99 @@ def worker_output_dir(output_dir, tf_config):
         f"{int(task.get('index', 0))}"
 
 
+def await_chief_files(chief_dir, worker_dir, names, timeout_s=1800.0,
+                      poll_s=0.5):
+    """Copies each of `names` from the chief's run directory into this
+    worker's scratch run, waiting until the chief has written it.
+
+    What users send is released once (their randomized labels, the
+    once-drawn training release): every worker must train on the chief's
+    draw, never draw its own (that would release each text, or label, once
+    per worker). The chief writes these files atomically before its first
+    training step; a file already in the scratch run (a resumed worker) is
+    kept. TimeoutError names the missing file after `timeout_s` seconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    for name in names:
+        mine = os.path.join(worker_dir, name)
+        if os.path.exists(mine):
+            continue
+        theirs = os.path.join(chief_dir, name)
+        while not os.path.exists(theirs):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"The chief wrote no {theirs} within {timeout_s:.0f} s: "
+                    "a worker trains on the chief's release of the users' "
+                    "data and never draws its own. Is the chief running, "
+                    "and is its --output_dir on a file system this worker "
+                    "reads?")
+            time.sleep(poll_s)
+        os.makedirs(worker_dir, exist_ok=True)
+        shutil.copyfile(theirs, mine + ".partial")
+        os.replace(mine + ".partial", mine)
+
+
+class _MultiWorkerStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+    """MultiWorkerMirroredStrategy whose `reduce` accepts what Keras 3's
+    `fit` passes it. Without this, multi-worker training never ran.
+
+    Keras 3 (3.15) calls `strategy.reduce` in two ways that
+    MultiWorkerMirroredStrategy refuses (MirroredStrategy takes both):
+    on a whole input batch, a dict of per-replica tensors, to learn its
+    shapes before the first step (`TensorFlowTrainer._maybe_symbolic_
+    build`: "Attempt to convert a value ({'token_ids': PerReplica...})
+    ... to a Tensor"), and on each scalar metric with `axis=0`
+    (`reduce_per_replica`: "Invalid reduction dimension 0 for input with
+    0 dimensions"). Here each value of a structure is reduced on its own,
+    in the structure's order (the same on every worker), and a scalar is
+    reduced across replicas (axis=None), the mean Keras asks for.
+    """
+
+    def reduce(self, reduce_op, value, axis):
+        parent = super()
+
+        def reduce_one(v):
+            local = self.experimental_local_results(v)[0] \
+                if isinstance(v, tf.distribute.DistributedValues) else v
+            rank = getattr(getattr(local, "shape", None), "rank", None)
+            return parent.reduce(reduce_op, v,
+                                 None if rank == 0 else axis)
+        return tf.nest.map_structure(reduce_one, value)
+
+
+def is_multi_worker(strategy):
+    """Whether `strategy` spans several worker processes."""
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def per_worker_batches(strategy, batches):
+    """The distributed dataset of a multi-worker run: every worker reads
+    the same global batches and keeps its own consecutive slice of each
+    (worker i of n: rows [i ceil(b / n), (i + 1) ceil(b / n)) of a batch
+    of b), so that every step trains on exactly the global batch one
+    worker would (`tests/test_distribute.py` checks that two workers
+    train the same model as one).
+
+    `strategy.experimental_distribute_dataset`, which Keras applies to a
+    plain dataset, shards whole global batches between the workers before
+    splitting them, so each step mixed halves of two different batches:
+    the same examples per epoch, but another model than one worker's.
+    One replica per worker (one device each, as on CPUs).
+    """
+    def worker_dataset(context):
+        count, index = context.num_input_pipelines, \
+            context.input_pipeline_id
+
+        def mine(*batch):
+            def rows(x):
+                size = -(-tf.shape(x)[0] // count)
+                start = tf.minimum(index * size, tf.shape(x)[0])
+                return x[start:start + size]
+            return tf.nest.map_structure(rows, batch)
+        return batches.map(mine)
+    return strategy.distribute_datasets_from_function(worker_dataset)
+
+
 def _mirrored_devices():
     """The devices "mirrored" replicates over: every logical GPU, or every
     logical CPU when there is no GPU (TensorFlow's own default then takes
@@ -144,5 +239,5 @@ def make_strategy(name):
         return tf.distribute.MirroredStrategy(devices=_mirrored_devices())
     if name == "multi_worker":
         read_tf_config()
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        return _MultiWorkerStrategy()
     return tf.distribute.get_strategy()

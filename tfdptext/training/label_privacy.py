@@ -77,9 +77,20 @@ def noisy_dataset(dataset, labels):
     return dataclasses.replace(dataset, splits=splits)
 
 
-def summary(config, dataset, labels, text_guarantee):
+# What the experimenter's numbers are measured against (metrics.json).
+CLEAN_LABELS_NOTE = (
+    "the data set's clean labels, which only the experimenter holds: a "
+    "deployment's server has the randomized labels alone and can compute "
+    "neither these shares nor accuracy on clean dev labels")
+
+
+def summary(config, dataset, labels, text_guarantee,
+            dev_accuracy_randomized=None):
     """metrics.json's "label_privacy": the label guarantee, the share of
-    labels changed, and what one training example guarantees."""
+    labels changed (against the clean labels, and said so), the dev
+    accuracy on the randomized labels, and what one training example
+    guarantees (`text_guarantee`: what the training texts guarantee; no
+    example guarantee when they guarantee nothing)."""
     label = categorical.label_guarantee(config.label_epsilon,
                                         dataset.num_classes)
     changed = {name: float(np.mean(labels[name]
@@ -88,9 +99,14 @@ def summary(config, dataset, labels, text_guarantee):
     out = {"label_epsilon": config.label_epsilon,
            "guarantee": label.to_dict(), "guarantee_text": str(label),
            "changed_share": changed,
+           "changed_share_against": CLEAN_LABELS_NOTE,
            "expected_changed_share": 1.0 - label.details["keep_probability"],
+           "dev_accuracy_randomized_labels": dev_accuracy_randomized,
+           "clean_label_metrics": ["dev_accuracy", "dev_macro_f1",
+                                   "test_accuracy", "test_macro_f1",
+                                   "label_privacy.changed_share"],
            "splits": list(USER_SPLITS)}
-    if text_guarantee.is_private:
+    if text_guarantee is not None and text_guarantee.is_private:
         example = categorical.with_label(text_guarantee, label)
         out["example_guarantee"] = example.to_dict()
         out["example_guarantee_text"] = str(example)

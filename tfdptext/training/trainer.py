@@ -6,6 +6,13 @@ schedule, losses, metrics), fit (backup, best checkpoint, TensorBoard),
 save (user and server sides, vocabulary, split.json) and measure
 (accuracy, macro-F1, metrics.json).
 
+Where the training texts come from users (modes token_rep, text_to_text,
+seq_rep) and `training_release` is once (their default), the frozen user
+side releases every train and dev text ONCE from os.urandom before the
+first step (`tfdptext.training.user_release`, recorded in the run) and
+fit trains the server alone on that release, every epoch; per_epoch
+trains the whole split model, privatizing inside fit at every pass.
+
 The run directory's files, and their atomic writes, belong to
 tfdptext.rundir (its module docstring lists them): a run killed at any
 instant (SIGKILL included) holds complete files. Re-running the same
@@ -16,6 +23,7 @@ that a finished run (metrics.json present) has nothing left to do.
 
 import dataclasses
 import platform
+import shutil
 import time
 
 import keras
@@ -35,6 +43,7 @@ from tfdptext.training import label_privacy
 from tfdptext.training import losses
 from tfdptext.training import pipeline
 from tfdptext.training import schedules
+from tfdptext.training import user_release
 from tfdptext.training.builder import build_split
 from tfdptext.training.config import TrainConfig
 from tfdptext.version import __version__
@@ -151,8 +160,15 @@ def _build(config, dataset, adv_attributes):
         split = build_split(config, backbone, tokenizer, dataset.num_classes,
                             class_prior=_class_prior(config, dataset))
         if adv_attributes is None:
-            return _Built(tokenizer, split, split.training_model or split.model,
-                          None, "val_loss",
+            # Released once: fit trains the server on the recorded release
+            # (the user side is frozen and outside the fit), through a
+            # model of its own layers, so that server_side.keras is saved
+            # without the optimizer (as it is inside split.model).
+            model = (keras.Model(split.server.input, split.server.output,
+                                 name="server_training_model")
+                     if _released_once(config)
+                     else split.training_model or split.model)
+            return _Built(tokenizer, split, model, None, "val_loss",
                           _task_loss(config, split, dataset.num_classes))
         # One model, one fit: total loss = task loss + the attacker heads'
         # losses (unweighted; the gradient reversal's adv_lambda sets how
@@ -176,6 +192,22 @@ def _class_prior(config, dataset):
 
 def _loss():
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def _user_draws(config):
+    """The run-directory files that hold this run's draws of what users
+    send (each drawn once, by the chief of a multi-worker run)."""
+    names = []
+    if config.label_epsilon is not None:
+        names.append(rundir.RANDOMIZED_LABELS)
+    if _released_once(config):
+        names.append(rundir.TRAINING_RELEASE)
+    return names
+
+
+def _released_once(config):
+    """Whether the run trains on a once-drawn release of its texts."""
+    return config.training_release == user_release.ONCE
 
 
 def _task_loss(config, split, num_classes):
@@ -257,6 +289,17 @@ def _save(run, config, built, dataset, *, calibration_batches):
     return guarantee
 
 
+def _released_batches(built, released, data, name, config, class_weights,
+                      shuffle=False):
+    """Batches of the recorded release of split `name`, with the labels of
+    `data` (the randomized ones for fit, the clean ones to measure)."""
+    part = released[name]
+    return user_release.batches(
+        part, built.split.spec, data.splits[name].labels[:len(part)],
+        batch_size=config.batch_size, pad_id=built.tokenizer.pad_id,
+        shuffle=shuffle, seed=config.seed, class_weights=class_weights)
+
+
 def _predictions(model, batches):
     """(true labels, predicted labels) of the main task over `batches`."""
     predicted, labels = [], []
@@ -272,9 +315,14 @@ def _predictions(model, batches):
 def _scores(model, batches, num_classes):
     """{"accuracy", "macro_f1", "confusion"} of `model` (features -> task
     logits); confusion: (K, K) counts, row the true class."""
+    y_true, y_pred = _predictions(model, batches)
+    return _scores_of(y_true, y_pred, num_classes)
+
+
+def _scores_of(y_true, y_pred, num_classes):
+    """_scores' dict from labels and predictions."""
     from tfdptext.privacy import limit
 
-    y_true, y_pred = _predictions(model, batches)
     return {"accuracy": metrics_lib.accuracy(y_true, y_pred),
             "macro_f1": metrics_lib.macro_f1(y_true, y_pred),
             "confusion": limit.confusion_matrix(y_true, y_pred,
@@ -314,18 +362,50 @@ def _limit(guarantee, accuracy, dataset):
                               prior=prior, num_texts=len(labels))
 
 
-def _measure(config, built, dataset, guarantee, session, *, dev_batches,
-             test_batches, labels=None):
-    """Step 5: dev and test accuracy and macro-F1 (on clean labels), and the
-    metrics dict (written last as metrics.json by `train`); `labels` are
-    the randomized labels of a --label_epsilon run."""
-    dev = _scores(built.split.model, dev_batches, dataset.num_classes)
+def _training_data(config, release_record):
+    """metrics.json's "training_release" (None where the training texts
+    are the server's own) and what the training texts guarantee to the
+    users who sent them (the label composed in "label_privacy")."""
+    from tfdptext.privacy.guarantee import Guarantee
+
+    if not config.frozen_user_side:
+        return None, None
+    record = release_record or {"mode": config.training_release}
+    drawn = record.get("release_guarantee")
+    text = user_release.training_data_guarantee(
+        config, None if drawn is None else Guarantee.from_dict(drawn))
+    record = {**record, "guarantee": text.to_dict(),
+              "guarantee_text": str(text)}
+    return record, text
+
+
+def _measure(config, built, dataset, guarantee, session, *, dev,
+             test_batches, labels=None, release_record=None):
+    """Step 5: dev and test accuracy and macro-F1 on the CLEAN labels (the
+    experimenter's), and the metrics dict (written last as metrics.json by
+    `train`). `dev` is (model, batches); `labels` are the randomized
+    labels of a --label_epsilon run (dev accuracy on them is added: it is
+    what a deployment's server can measure)."""
+    dev_model, dev_batches = dev
+    dev_labels, dev_predicted = _predictions(dev_model, dev_batches)
+    dev = _scores_of(dev_labels, dev_predicted, dataset.num_classes)
     test = _scores(built.split.model, test_batches, dataset.num_classes)
+    training_release, text_guarantee = _training_data(config,
+                                                      release_record)
     history = session.history.history
     test_labels = dataset.splits["test"].labels
-    num_codes = None
+    num_codes, code_plan = None, None
     if config.release == "code":
-        num_codes = builder.num_codes_of(config, dataset.num_classes)
+        plan = builder.code_plan(config, _class_prior(config, dataset))
+        num_codes = plan.num_codes
+        code_plan = {
+            "requested": config.num_codes, "num_codes": plan.num_codes,
+            "groups": None if plan.groups is None else list(plan.groups),
+            "source": plan.source,
+            # On the training labels' prior: what a perfect code head
+            # reaches through the channel that runs, and the theorem.
+            "perfect_head_accuracy": plan.accuracy,
+            "bound": plan.bound}
     return {
         "mode": config.mode,
         "mechanism": config.mechanism,
@@ -335,15 +415,20 @@ def _measure(config, built, dataset, guarantee, session, *, dev_batches,
                        "private_dim": config.private_dim,
                        "normalization": config.normalization,
                        "release": config.release, "num_codes": num_codes,
+                       "code_plan": code_plan,
                        "label_epsilon": config.label_epsilon,
+                       "training_release": config.training_release,
                        "adv_lambda": config.adv_lambda,
                        "adv_attributes": built.adv_attributes,
                        "mechanism_options": config.mechanism_options},
         "guarantee": guarantee.to_dict(),
         "guarantee_text": str(guarantee),
         "limit": _limit(guarantee, test["accuracy"], dataset),
+        "training_release": training_release,
         "label_privacy": None if labels is None else label_privacy.summary(
-            config, dataset, labels, guarantee),
+            config, dataset, labels, text_guarantee,
+            dev_accuracy_randomized=metrics_lib.accuracy(
+                labels["dev"][:len(dev_predicted)], dev_predicted)),
         "dataset": dataset.name,
         "label_names": label_names_of(dataset),
         "sizes": {"train": _train_size(config, dataset),
@@ -353,6 +438,9 @@ def _measure(config, built, dataset, guarantee, session, *, dev_batches,
         "majority_test_class": int(np.bincount(test_labels).argmax()),
         "majority_test_accuracy": float(
             np.bincount(test_labels).max() / len(test_labels)),
+        # On the clean labels (the experimenter's; with --label_epsilon a
+        # deployment's server holds only the randomized ones: see
+        # "label_privacy").
         "dev_accuracy": dev["accuracy"],
         "test_accuracy": test["accuracy"],
         "dev_macro_f1": dev["macro_f1"],
@@ -436,6 +524,7 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=(),
     # First of all (TF_CONFIG is checked, and a multi-worker strategy must
     # exist before TensorFlow runs anything else).
     strategy = devices.make_strategy(config.distribute)
+    output_dir_given = output_dir
     output_dir = _output_dir_of_worker(config, output_dir)
     run = run_dir(output_dir)
     state = check_output_dir(output_dir, config)
@@ -446,18 +535,27 @@ def train(config, output_dir, dataset=None, verbose=1, extra_callbacks=(),
     adv_attributes = None
     if config.mode == "adv":  # checked before anything is written
         adv_attributes = adv_attributes_for(config, dataset)
-    if config.release == "code":  # checked before anything is written
-        builder.num_codes_of(config, dataset.num_classes)
     with devices.precision_policy(devices.policy_for(gpu)):
-        return _train_in(run, config, dataset, state, strategy,
-                         adv_attributes=adv_attributes, gpu=gpu,
-                         verbose=verbose, extra_callbacks=extra_callbacks,
-                         announce=announce)
+        metrics = _train_in(run, config, dataset, state, strategy,
+                            adv_attributes=adv_attributes, gpu=gpu,
+                            verbose=verbose, extra_callbacks=extra_callbacks,
+                            announce=announce,
+                            chief_dir=(None if output_dir == output_dir_given
+                                       else output_dir_given))
+    if output_dir != output_dir_given:
+        # A worker other than the chief: the chief wrote the run; this
+        # worker's scratch copy only served resuming a killed run.
+        shutil.rmtree(output_dir, ignore_errors=True)
+    return metrics
 
 
 def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
-              verbose, extra_callbacks, announce=None):
-    """`train` once the directory, data and devices are settled."""
+              verbose, extra_callbacks, announce=None, chief_dir=None):
+    """`train` once the directory, data and devices are settled.
+
+    `chief_dir`: on a worker other than the chief, the run directory whose
+    draws of the users' data (labels, training release) this worker reads.
+    """
     steps = pipeline.steps_per_epoch(_train_size(config, dataset),
                                      config.batch_size)
     # The encoder is loaded before config.json is written: a bad --preset
@@ -475,20 +573,39 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
     run.remove_stale_temporaries()
     run.write_text(rundir.CONFIG, config.to_json())
     labels, fit_data = None, dataset
+    if chief_dir is not None:
+        # After building the model (whose variables the workers sync), at
+        # the point where the chief draws: every worker trains on its draw.
+        devices.await_chief_files(chief_dir, run.path, _user_draws(config))
     if config.label_epsilon is not None:
         # Drawn once (or read back): what the users' devices released.
         labels = label_privacy.randomized_labels(run, config, dataset,
                                                  RunDirectoryError)
         fit_data = label_privacy.noisy_dataset(dataset, labels)
     class_weights = pipeline.class_weights_for(config, fit_data)
-    common = dict(batch_size=config.batch_size, seed=config.seed,
-                  adv_attributes=adv_attributes, class_weights=class_weights)
-    train_batches = pipeline.batches(
-        built.tokenizer, fit_data, "train", shuffle=True,
-        max_examples=config.max_train_examples, **common)
-    dev_batches = pipeline.batches(
-        built.tokenizer, fit_data, "dev",
-        max_examples=config.max_dev_examples, **common)
+    released, release_record = None, None
+    if _released_once(config):
+        # Drawn once (or read back): what the users' devices released.
+        released, release_record = user_release.released_inputs(
+            run, config, built.split, built.tokenizer, dataset,
+            RunDirectoryError, log=print if verbose else None)
+        train_batches = _released_batches(built, released, fit_data, "train",
+                                          config, class_weights, True)
+        dev_batches = _released_batches(built, released, fit_data, "dev",
+                                        config, class_weights)
+    else:
+        common = dict(batch_size=config.batch_size, seed=config.seed,
+                      adv_attributes=adv_attributes,
+                      class_weights=class_weights)
+        train_batches = pipeline.batches(
+            built.tokenizer, fit_data, "train", shuffle=True,
+            max_examples=config.max_train_examples, **common)
+        dev_batches = pipeline.batches(
+            built.tokenizer, fit_data, "dev",
+            max_examples=config.max_dev_examples, **common)
+    if devices.is_multi_worker(strategy):
+        train_batches = devices.per_worker_batches(strategy, train_batches)
+        dev_batches = devices.per_worker_batches(strategy, dev_batches)
     history, throughput, wall = _fit(
         built.model, run, config, train_batches, dev_batches,
         monitor=built.monitor, verbose=verbose,
@@ -500,14 +617,18 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
                           max_examples=config.max_train_examples))
     session = _Session(history, throughput, wall, schedule, class_weights,
                        strategy.num_replicas_in_sync, gpu)
-    metrics = _measure(
-        config, built, dataset, guarantee, session,
-        dev_batches=pipeline.batches(
+    if released is None:
+        dev = (built.split.model, pipeline.batches(
             built.tokenizer, dataset, "dev", batch_size=config.batch_size,
-            max_examples=config.max_dev_examples),
+            max_examples=config.max_dev_examples))
+    else:  # the recorded dev release, with the clean labels
+        dev = (built.split.server, _released_batches(
+            built, released, dataset, "dev", config, None))
+    metrics = _measure(
+        config, built, dataset, guarantee, session, dev=dev,
         test_batches=pipeline.batches(
             built.tokenizer, dataset, "test", batch_size=config.batch_size),
-        labels=labels)
+        labels=labels, release_record=release_record)
     # The best dev loss over every session (best.json goes with the
     # checkpoints once the run has finished).
     metrics["best_" + built.monitor] = run.read_best()

@@ -1,0 +1,224 @@
+#!/usr/bin/env python
+"""The phone model in the browser (LiteRT.js, WebAssembly) beside the
+Python LiteRT interpreter, on the same machine, at every exported length.
+
+    python benchmarks/browser_latency.py [--export_dir=DIR]
+
+Without --export_dir it makes the README quickstart's export with MiniLM
+(code release, epsilon 4, max_length 64: lengths 16, 32, 64; int8), from a
+run trained on 32 examples (latency does not depend on the weights' values)
+in a temporary directory (--quantization=float32: float32 weights). The
+export is served by tfdptext-serve's app in
+a thread and its page opened in headless Chromium (tests/chromium.py).
+
+Per length, one call is what an app's call costs once it has its token
+ids and its random words: the inputs copied in, the model run, the release
+read out (browser: `new Tensor(...)` x 3, `model.run(signature, ...)`,
+`toTypedArray`, `delete`; Python: ai-edge-litert's signature runner, 1
+thread, XNNPACK). LiteRT.js runs single-threaded here (its threaded wasm
+needs a cross-origin-isolated page). The random words are filled before
+the timed section in both. The two runtimes take turns: every round runs a
+block of --block calls of each (length, runtime) in a new random order, so
+that the machine's load hits both alike; p50 pools all rounds, "paired"
+is the median over rounds of the ratio of the two runtimes' round medians.
+Also timed: a whole `privatize(text)` of the web client (tokenize, fill
+the words from crypto.getRandomValues, run) beside ExportedPipeline's.
+Prints Markdown for docs/benchmarks.md.
+"""
+
+import datetime
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import machine as host
+import numpy as np
+from absl import app
+from absl import flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("export_dir", None, "An export to time (default: make "
+                    "the quickstart's with MiniLM in a temporary directory).")
+flags.DEFINE_enum("quantization", "int8", ["int8", "float32"],
+                  "The made export's weights (tfdptext-export's flag).")
+flags.DEFINE_integer("rounds", 20, "Rounds.")
+flags.DEFINE_integer("block", 10, "Timed calls per setting and round.")
+flags.DEFINE_string("text", "The delivery was fast and the staff were "
+                    "friendly.", "The sentence of the whole-privatize timing.")
+
+BROWSER_BLOCK = """
+const [signature, length, count, repeat] = args;
+const {Tensor} = await import('@litertjs/core');
+const client = window.tfdptextClient;
+const ids = new Int32Array(length).fill(2307);
+ids[0] = 101; ids[length - 1] = 102;
+const mask = new Int32Array(length).fill(1);
+const times = [];
+for (let i = 0; i <= repeat; i++) {
+  const words = new Int32Array(count);
+  crypto.getRandomValues(new Uint8Array(words.buffer));
+  const start = performance.now();
+  const inputs = {token_ids: new Tensor(ids, [1, length]),
+                  padding_mask: new Tensor(mask, [1, length]),
+                  random_words: new Tensor(words, [1, count])};
+  const outputs = await client.model.run(signature, inputs);
+  for (const t of Object.values(outputs)) { t.toTypedArray(); t.delete(); }
+  for (const t of Object.values(inputs)) t.delete();
+  if (i > 0) times.push(performance.now() - start);  // the first warms up
+}
+return times;
+"""
+
+BROWSER_PRIVATIZE = """
+const [text, repeat] = args;
+const times = [];
+for (let i = 0; i <= repeat; i++) {
+  const start = performance.now();
+  await window.tfdptextClient.privatize(text);
+  if (i > 0) times.push(performance.now() - start);
+}
+return times;
+"""
+
+
+def make_export(base):
+    """The quickstart's export with MiniLM, from a short run."""
+    from tfdptext import data
+    from tfdptext import training
+    from tfdptext.export import exporter
+
+    corpus = data.load_dataset(
+        "csv", train_file=os.path.join(ROOT, "examples", "reviews_train.csv"),
+        test_file=os.path.join(ROOT, "examples", "reviews_test.csv"))
+    config = training.TrainConfig(
+        mode="robust", release="code", epsilon=4.0, max_length=64,
+        batch_size=16, epochs=1, max_train_examples=32, max_dev_examples=16)
+    run = os.path.join(base, "run")
+    training.train(config, run, dataset=corpus, verbose=0)
+    out = os.path.join(base, "export")
+    exporter.export_run(run, out, quantization=FLAGS.quantization)
+    return out
+
+
+def python_block(runner, length, count, repeat):
+    from tfdptext.models import secure
+
+    ids = np.full((1, length), 2307, np.int32)
+    ids[0, 0], ids[0, -1] = 101, 102
+    mask = np.ones((1, length), np.int32)
+    times = []
+    for i in range(repeat + 1):
+        words = secure.os_random_words([1, count])
+        start = time.perf_counter()
+        runner(token_ids=ids, padding_mask=mask, random_words=words)
+        if i:
+            times.append(1000 * (time.perf_counter() - start))
+    return times
+
+
+def python_privatize(pipeline, text, repeat):
+    times = []
+    for i in range(repeat + 1):
+        start = time.perf_counter()
+        pipeline.privatize([text])
+        if i:
+            times.append(1000 * (time.perf_counter() - start))
+    return times
+
+
+def main(argv):
+    del argv
+    import chromium
+    from tfdptext.export.local import ExportedPipeline
+    from tfdptext.rest import server
+
+    reason = chromium.missing()
+    if reason:
+        raise SystemExit(reason)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = FLAGS.export_dir or make_export(tmp)
+        pipeline = ExportedPipeline(out, num_threads=1)
+        models = [m for m in pipeline.manifest["user"]["models"]]
+        httpd = server.make_server(server.ServingApp(
+            server.ServedModel(out), chromium.WEB), "127.0.0.1", 0)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        driver = chromium.launch(os.path.join(tmp, "profile"))
+        try:
+            chromium.open_page(
+                driver, f"http://127.0.0.1:{httpd.server_port}/")
+            times = {(m["length"], where): [] for m in models
+                     for where in ("browser", "python")}
+            rounds = {key: [] for key in times}
+            rng = random.Random(0)
+            for _ in range(FLAGS.rounds):
+                settings = list(times)
+                rng.shuffle(settings)
+                for length, where in settings:
+                    [model] = [m for m in models if m["length"] == length]
+                    count = model["randomness"]["words"]
+                    if where == "browser":
+                        block = chromium.run_async(
+                            driver, BROWSER_BLOCK, model["signature"],
+                            length, count, FLAGS.block)
+                    else:
+                        block = python_block(pipeline.runners[length],
+                                             length, count, FLAGS.block)
+                    times[(length, where)] += block
+                    rounds[(length, where)].append(float(np.median(block)))
+            whole = {"browser": [], "python": []}
+            for _ in range(FLAGS.rounds):
+                whole["browser"] += chromium.run_async(
+                    driver, BROWSER_PRIVATIZE, FLAGS.text, FLAGS.block)
+                whole["python"] += python_privatize(pipeline, FLAGS.text,
+                                                    FLAGS.block)
+        finally:
+            driver.quit()
+            httpd.shutdown()
+        report(models, times, rounds, whole, pipeline)
+
+
+def report(models, times, rounds, whole, pipeline):
+    import importlib.metadata
+
+    print(f"Phone model: {pipeline.manifest['user']['quantization']}, "
+          f"{pipeline.manifest['split_point']} release, "
+          f"{pipeline.manifest['mechanism']}.")
+    print(f"Machine: {host.cpu_name()}; load average "
+          f"{os.getloadavg()[0]:.1f}. Date: "
+          f"{datetime.date.today().isoformat()}. Chromium "
+          f"{os.popen('chromium --version 2>/dev/null').read().split()[1:2]}"
+          f", @litertjs/core 2.5.3 (wasm, 1 thread), ai-edge-litert "
+          f"{importlib.metadata.version('ai-edge-litert')} (1 thread). "
+          f"{FLAGS.rounds} rounds x {FLAGS.block} calls per setting.\n")
+    print("| length | random words | browser p50 ms | Python p50 ms | "
+          "ratio of p50s | paired ratio |")
+    print("|---|---|---|---|---|---|")
+    for model in models:
+        length = model["length"]
+        web = np.median(times[(length, "browser")])
+        py = np.median(times[(length, "python")])
+        paired = np.median(np.array(rounds[(length, "browser")])
+                           / np.array(rounds[(length, "python")]))
+        print(f"| {length} | {model['randomness']['words']} | {web:.2f} | "
+              f"{py:.2f} | {web / py:.2f} | {paired:.2f} |")
+    web, py = np.median(whole["browser"]), np.median(whole["python"])
+    tokens = int(pipeline.tokenizer([FLAGS.text])["padding_mask"]
+                 .numpy().sum())
+    print(f"\nWhole privatize({FLAGS.text!r}) ({tokens} tokens, length "
+          f"{pipeline.length_for(tokens)}): browser p50 {web:.2f} ms "
+          f"(tokenize, crypto.getRandomValues, run), Python "
+          f"ExportedPipeline.privatize p50 {py:.2f} ms; ratio "
+          f"{web / py:.2f}.")
+
+
+if __name__ == "__main__":
+    app.run(main)

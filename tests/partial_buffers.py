@@ -1,0 +1,56 @@
+"""Partly bad and bit-defective random-word buffers against a phone model
+(issue 27), shared by the tests of every exported mechanism.
+
+Partly bad buffers (a few words wrong among fresh ones) must leave the
+release EXACT: every row refused, or every row released with the law of
+the good buffers (each mechanism's test compares the released outputs
+with its closed form). Buffers with a defect shared by every word (a
+stuck bit, ASCII bytes, a quarter filled) must be refused.
+
+Before extraction (tfdptext.privacy.extraction) a code release read only
+words 0 and 1: "first word 0" released the clean code every time, which
+`released_outputs` hands to the caller's closed-form test.
+"""
+
+import numpy as np
+
+from tfdptext.audit import word_generators
+
+# Exact for every layout we build: at most 16 bad words, g >= 2, C >= 64
+# whenever g = 2 (`extraction.layout`), so every group keeps a fresh word.
+PARTIAL = ("first_1_zero", "first_word_0xffffffff", "counter_in_first_8",
+           "words_0_10_20_zero", "second_word_zero", "last_16_zero")
+# A defect of every word: must be refused.
+DEFECTS = ("all_even", "all_odd", "multiples_of_4", "top_bit_set",
+           "ascii_text", "bytes_not_words")
+
+
+def released_outputs(run, width, draws, kinds=PARTIAL, seed=0):
+    """{kind: the released outputs (concatenated), or None when every one
+    was refused} for buffers of each kind fed one row at a time to
+    `run(words) -> release`. Asserts that each kind is refused every time
+    or almost never: a partly bad buffer uses up some of a check's
+    margin (3 zero words are 2 of the 3 repeated words that fail a
+    128-word buffer), so a chance coincidence among its fresh words
+    refuses it about once in 10^5 or 10^6 calls, which fails closed."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for kind in kinds:
+        fill = word_generators.GENERATORS[kind].fill
+        outputs = [np.asarray(run(fill(rng, 1, width)))
+                   for _ in range(draws)]
+        refused = [word_generators.refused(o) for o in outputs]
+        assert all(refused) or sum(refused) <= max(1, draws // 1000), \
+            f"{kind}: {sum(refused)} of {draws} refused"
+        kept = [o for o, r in zip(outputs, refused) if not r]
+        out[kind] = np.concatenate(kept) if kept else None
+    return out
+
+
+def assert_defects_refused(run, width, buffers=3, kinds=DEFECTS, seed=1):
+    """Every buffer of each defective kind is refused."""
+    rng = np.random.default_rng(seed)
+    for kind in kinds:
+        fill = word_generators.GENERATORS[kind].fill
+        for _ in range(buffers):
+            assert word_generators.refused(run(fill(rng, 1, width))), kind

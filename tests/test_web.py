@@ -1,0 +1,501 @@
+"""Deployment end to end: an export's phone model in headless Chromium
+(LiteRT.js, the web client), its server model behind tfdptext-serve (TF
+Serving's REST API), and the phone model's checks of its inputs.
+
+One small export is shared by every test here: the README quickstart's
+settings (code release, default lengths 16/32/64 at max_length 64, int8)
+on the tiny encoder, at epsilon 1 so that the channel test has power. The
+browser tests skip, with the reason, where Debian's chromium, its driver
+or web/node_modules are missing (`make test` installs them).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import numpy as np
+import pytest
+from ai_edge_litert.interpreter import Interpreter
+from scipy import stats
+
+import chromium
+from tfdptext import data
+from tfdptext import rundir
+from tfdptext import training
+from tfdptext.data import tokenizer_vectors
+from tfdptext.export import exporter
+from tfdptext.export.local import ExportedPipeline
+from tfdptext.export.local import PhoneInputError
+from tfdptext.models import input_checks
+from tfdptext.models import secure
+from tfdptext.privacy import categorical
+from tfdptext.rest import server as rest_server
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EPSILON = 1.0
+TEXT = "The delivery was fast and the staff were friendly."
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory, tiny_preset):
+    """(export directory, manifest): the quickstart's settings, tiny."""
+    base = tmp_path_factory.mktemp("web")
+    corpus = data.load_dataset(
+        "csv", train_file=os.path.join(ROOT, "examples", "reviews_train.csv"),
+        test_file=os.path.join(ROOT, "examples", "reviews_test.csv"))
+    config = training.TrainConfig(
+        mode="robust", release="code", epsilon=EPSILON, preset=tiny_preset,
+        max_length=64, batch_size=32, epochs=1, learning_rate=3e-3,
+        max_train_examples=200, max_dev_examples=32)
+    run = str(base / "quickstart")
+    training.train(config, run, dataset=corpus, verbose=0)
+    out = str(base / "export")
+    return out, exporter.export_run(run, out)
+
+
+class _Counting:
+    """A ServedModel whose predictions are counted (what reached the
+    server)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.predictions = 0
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def predict(self, document):
+        self.predictions += 1
+        return self.model.predict(document)
+
+
+@pytest.fixture(scope="module")
+def app(export):
+    model = _Counting(rest_server.ServedModel(export[0]))
+    return rest_server.ServingApp(model, web_dir=chromium.WEB)
+
+
+@pytest.fixture(scope="module")
+def client(app):
+    from werkzeug.test import Client
+
+    return Client(app)
+
+
+def _post(client, body, path="/v1/models/quickstart:predict"):
+    response = client.post(path, data=body if isinstance(body, str)
+                           else json.dumps(body))
+    return response.status_code, response.get_json()
+
+
+# The export and the phone model's input checks.
+
+
+def test_export_ships_test_vectors_and_input_status(export):
+    out, manifest = export
+    user = manifest["user"]
+    assert user["lengths"] == [16, 32, 64]
+    assert user["tokenizer_vectors"] == rundir.TOKENIZER_VECTORS
+    assert rundir.TOKENIZER_VECTORS in manifest["files"]
+    assert user["tokenizer"]["unicode_spaces"] is True
+    for model in user["models"]:
+        assert model["outputs"] == {"private_code": [1, "int32"],
+                                    "input_status": [1, "int32"]}
+    assert user["input_status"]["1"] == input_checks.STATUS_MEANINGS[1]
+    vectors = json.load(open(os.path.join(out, rundir.TOKENIZER_VECTORS)))
+    pipeline = ExportedPipeline(out)
+    assert len(vectors["vectors"]) == len(tokenizer_vectors.CASES)
+    for vector in vectors["vectors"]:
+        ids = pipeline.tokenizer([vector["text"]])["token_ids"].numpy()[0]
+        assert [int(i) for i in ids[:len(vector["token_ids"])]] == \
+            vector["token_ids"]
+        assert vector["token_ids"][0] == 101 and \
+            vector["token_ids"][-1] == 102
+    by_what = {v["what"]: v for v in vectors["vectors"]}
+    assert by_what["truncation keeps [SEP]"]["truncated"]
+    assert len(by_what["truncation keeps [SEP]"]["token_ids"]) == 64
+    # The no-break space splits words (it used to make one [UNK]).
+    assert 100 not in by_what["no-break space between words"]["token_ids"]
+
+
+def test_phone_model_refuses_bad_token_inputs(export):
+    out, manifest = export
+    runner = Interpreter(model_path=os.path.join(
+        out, rundir.PHONE_MODEL)).get_signature_runner("length_16")
+    ids = np.array([[101, 2307, 2326, 102] + [0] * 12], np.int32)
+    mask = (ids != 0).astype(np.int32)
+
+    def run(token_ids, padding_mask):
+        words = secure.os_random_words([1, manifest["user"]["models"][0][
+            "randomness"]["words"]])
+        out = runner(token_ids=np.asarray(token_ids, np.int32),
+                     padding_mask=np.asarray(padding_mask, np.int32),
+                     random_words=words)
+        return int(out["input_status"][0]), int(out["private_code"][0])
+
+    assert run(ids, mask)[0] == 0 and run(ids, mask)[1] >= 0
+    other_sep = np.where(ids == 102, 2000, ids)
+    for name, (token_ids, padding_mask, status) in {
+            "larger vocabulary": (np.where(ids == 2307, 30522, ids), mask, 1),
+            "negative id": (np.where(ids == 2307, -3, ids), mask, 1),
+            "all-ones mask": (ids, np.ones_like(mask), 4),
+            "mask of 2s": (ids, mask * 2, 2 | 4),
+            "mask with a hole": (ids, mask * (np.arange(16) != 1), 2 | 4),
+            "no [SEP]": (other_sep, mask, 8),
+            "no [CLS]": (np.roll(ids, -1), np.roll(mask, -1), 8),
+    }.items():
+        got_status, code = run(token_ids, padding_mask)
+        assert (got_status & status) == status and code == -1, name
+    assert input_checks.describe_status(5) == [
+        input_checks.STATUS_MEANINGS[1], input_checks.STATUS_MEANINGS[4]]
+    # ExportedPipeline names the refusal instead of sending -1: here, a
+    # tokenizer whose ids are off by the vocabulary's size.
+    pipeline = ExportedPipeline(out)
+
+    class Shifted:
+        def __init__(self, tokenizer):
+            self.tokenizer = tokenizer
+
+        def __call__(self, texts):
+            features = self.tokenizer(texts)
+            return {**features, "token_ids": features["token_ids"] + 30522}
+
+        def __getattr__(self, name):
+            return getattr(self.tokenizer, name)
+
+    pipeline.tokenizer = Shifted(pipeline.tokenizer)
+    with pytest.raises(PhoneInputError, match="outside"):
+        pipeline.privatize([TEXT])
+
+
+# tfdptext-serve: TF Serving's REST API.
+
+
+def test_rest_predict_in_row_and_columnar_form(client, export):
+    _, manifest = export
+    names = manifest["label_names"]
+    status, body = _post(client, {"instances": [0, 1]})
+    assert status == 200
+    rows = body["predictions"]
+    assert [r["label_name"] for r in rows] == [
+        names[r["label"]] for r in rows]
+    assert all(abs(sum(r["probabilities"]) - 1) < 1e-5 for r in rows)
+    assert "decoder's table row for code 1" in rows[1]["about_probabilities"]
+    status, named = _post(client, {"instances": [{"private_code": 0},
+                                                 {"private_code": 1}]})
+    assert status == 200 and named == body
+    status, columns = _post(client, {"signature_name": "serving_default",
+                                     "inputs": {"private_code": [0, 1]}},
+                            "/v1/models/quickstart/versions/1:predict")
+    assert status == 200
+    assert columns["outputs"]["label"] == [r["label"] for r in rows]
+    assert columns["outputs"]["probabilities"] == [
+        r["probabilities"] for r in rows]
+    status, bare = _post(client, {"inputs": [1]})
+    assert status == 200 and bare["outputs"]["label"] == [rows[1]["label"]]
+
+
+@pytest.mark.parametrize("body, path, status, message", [
+    ({"inputs": {"private_code": [-1]}}, None, 400,
+     r"^tfdptext: refused release \(a code\): private_code holds a "
+     r"negative value: -1 is the phone model's refusal"),
+    ({"inputs": {"private_code": [0, 2]}}, None, 400,
+     r"refused release \(a code\).*the model has 2 codes, 0 to 1; got 2$"),
+    ({"inputs": {"private_code": [1.5]}}, None, 400,
+     r"JSON Value: 1.5 Type: Number is not of expected type: int32"),
+    ({"inputs": {"private_code": ["1"]}}, None, 400,
+     r"Type: String is not of expected type: int32"),
+    ({"inputs": {"private_code": [[1]]}}, None, 400,
+     r"shape \[1, 1\]; the signature takes \[-1\]"),
+    ({"inputs": {"private_code": [2**40]}}, None, 400, r"int32's range"),
+    ({"inputs": {"token_ids": [1]}}, None, 400,
+     r"input tensor alias not found in signature: token_ids\. Inputs "
+     r"expected to be in the set \{private_code\}"),
+    ({"instances": [[1], 2]}, None, 400, r"ragged"),
+    ({"instances": []}, None, 400, r"non-empty"),
+    ({"x": 1}, None, 400, r"Missing 'inputs' or 'instances' key"),
+    ({"inputs": [1], "instances": [1]}, None, 400, r"Not both"),
+    ({"inputs": [1], "signature_name": "other"}, None, 400,
+     r'Serving signature name: "other" not found'),
+    ("{not json", None, 400, r"JSON Parse error"),
+    ("[1, 2]", None, 400, r"must be a JSON object"),
+    ({"inputs": [1]}, "/v1/models/other:predict", 404,
+     r"Servable not found for request: Latest\(other\)"),
+    ({"inputs": [1]}, "/v1/models/quickstart/versions/2:predict", 404,
+     r"Servable not found for request: Specific\(quickstart, 2\)"),
+    ({"inputs": [1]}, "/v1/models/quickstart:classify", 400,
+     r"predict signature"),
+    ({"inputs": [1]}, "/v1/models/quickstart:explain", 400,
+     r"Malformed request: POST"),
+])
+def test_rest_errors_take_tf_serving_shape(client, body, path, status,
+                                           message):
+    got_status, got = _post(client, body,
+                            path or "/v1/models/quickstart:predict")
+    assert got_status == status
+    assert list(got) == ["error"] and re.search(message, got["error"]), got
+    assert "Traceback" not in got["error"]
+
+
+def test_status_metadata_and_files(client, export):
+    out, manifest = export
+    assert client.get("/v1/models/quickstart").get_json() == {
+        "model_version_status": [{"version": "1", "state": "AVAILABLE",
+                                  "status": {"error_code": "OK",
+                                             "error_message": ""}}]}
+    missing = client.get("/v1/models/quickstart/versions/3")
+    assert missing.status_code == 404 and missing.get_json() == {
+        "error": "Could not find version 3 of model quickstart"}
+    signature = client.get("/v1/models/quickstart/metadata").get_json()[
+        "metadata"]["signature_def"]["signature_def"]["serving_default"]
+    assert signature["inputs"]["private_code"]["dtype"] == "DT_INT32"
+    assert set(signature["outputs"]) == {"probabilities", "label",
+                                         "label_name", "about_probabilities"}
+    served = client.get("/export/manifest.json").get_json()
+    assert "source_run" not in served and "command" not in served
+    assert served["user"] == manifest["user"]
+    model = client.get("/export/" + rundir.PHONE_MODEL)
+    assert model.status_code == 200 and model.data == open(
+        os.path.join(out, rundir.PHONE_MODEL), "rb").read()
+    for path in ("/export/" + manifest["server"]["path"] + "/saved_model.pb",
+                 "/export/../manifest.json", "/web/../setup.py",
+                 "/web/node_modules/.package-lock.json", "/nothing"):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert "error" in response.get_json()
+    page = client.get("/?text=hello")
+    assert page.status_code == 302
+    assert page.headers["Location"].endswith("/web/index.html?text=hello")
+    if not chromium.missing():
+        wasm = client.get("/web/node_modules/@litertjs/core/wasm/"
+                          "litert_wasm_internal.wasm")
+        assert wasm.headers["Content-Type"] == "application/wasm"
+
+
+def test_an_internal_error_reaches_the_client_without_traceback(
+        export, monkeypatch):
+    from werkzeug.test import Client
+
+    model = rest_server.ServedModel(export[0])
+
+    def broken(document):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(model, "predict", broken)
+    response = Client(rest_server.ServingApp(model)).post(
+        "/v1/models/quickstart:predict", data='{"inputs": [1]}')
+    assert response.status_code == 500
+    assert response.get_json() == {"error": "Internal error in "
+                                   "tfdptext-serve (its log has the "
+                                   "details)."}
+
+
+def _guide_command(program):
+    """The argv of `program`'s command in docs/guides/export.md (an
+    indented or fenced line starting with .venv/bin/<program>)."""
+    text = open(os.path.join(ROOT, "docs", "guides", "export.md"),
+                encoding="utf-8").read().replace("\\\n", " ")
+    [line] = [line.strip() for line in text.splitlines()
+              if line.strip().startswith(f".venv/bin/{program} ")]
+    return line.split()[1:]
+
+
+def test_serve_program_answers_the_guides_request(export):
+    """`tfdptext-serve` as the export guide runs it (--port=0 added: a
+    free port), answering the guide's curl request."""
+    argv = [a.replace("exports/quickstart", export[0])
+            for a in _guide_command("tfdptext-serve")] + ["--port=0"]
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "export", "tfdptext-serve"),
+         *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = process.stdout.readline()
+        match = re.search(r"serving (http://\S+)/ \(model quickstart, "
+                          r"version 1\)", first)
+        assert match, first + process.stderr.read()[-2000:]
+        request = urllib.request.Request(
+            f"{match.group(1)}/v1/models/quickstart:predict",
+            data=json.dumps({"instances": [{"private_code": 1}]}).encode(),
+            headers={"Content-Type": "application/json"})
+        answer = json.load(urllib.request.urlopen(request, timeout=60))
+        assert answer["predictions"][0]["label_name"] in export[1][
+            "label_names"]
+        bad = urllib.request.Request(
+            f"{match.group(1)}/v1/models/quickstart:predict", data=b"{")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(bad, timeout=60)
+        assert err.value.code == 400
+        assert "JSON Parse error" in json.load(err.value)["error"]
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def test_guide_web_snippet_is_the_tested_code():
+    """The export guide's web snippet is web/tfdptext/client.js's, verbatim
+    (between its [guide:web] markers)."""
+    source = open(os.path.join(chromium.WEB, "tfdptext", "client.js"),
+                  encoding="utf-8").read()
+    snippet = source.split("// [guide:web begin]\n")[1].split(
+        "// [guide:web end]")[0]
+    guide = open(os.path.join(ROOT, "docs", "guides", "export.md"),
+                 encoding="utf-8").read()
+    assert f"```js\n{snippet}```" in guide
+
+
+# In the browser.
+
+
+@pytest.fixture(scope="module")
+def http(app):
+    """The app on a free local port, in a thread: its base URL."""
+    httpd = rest_server.make_server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    reason = chromium.missing()
+    if reason:
+        pytest.skip(reason)
+    driver = chromium.launch(str(tmp_path_factory.mktemp("chromium")))
+    yield driver
+    driver.quit()
+
+
+def test_page_privatizes_and_the_server_answers_a_label(browser, http, app,
+                                                        export):
+    _, manifest = export
+    before = app.model.predictions
+    chromium.open_page(browser, f"{http}/?text={urllib.parse.quote(TEXT)}")
+    assert chromium.text_of(browser, "status") == \
+        "sent; the server answered", chromium.text_of(browser, "status")
+    assert chromium.text_of(browser, "label") in manifest["label_names"]
+    release = chromium.text_of(browser, "release")
+    assert re.match(r"code [01] \(one of 2 codes; private_code\) \(phone "
+                    r"model of length 16, 12 tokens\)", release), release
+    sent = json.loads(chromium.text_of(browser, "request"))
+    assert sent["inputs"].keys() == {"private_code"}  # the release alone
+    assert app.model.predictions == before + 1
+    assert "table row for code" in chromium.text_of(browser, "answer")
+    assert "1-LDP per text" in chromium.text_of(browser, "guarantee")
+    assert re.search(r": 1 release\(s\) x epsilon 1\.00 = epsilon 1\.00",
+                     chromium.text_of(browser, "ledger"))
+    assert f"all {len(tokenizer_vectors.CASES)} test vectors" in \
+        chromium.text_of(browser, "model")
+    # One release spent today: a daily budget of epsilon 2.5 allows one
+    # more, not two.
+    chromium.open_page(browser, f"{http}/?text=good&budget=2.5")
+    assert chromium.text_of(browser, "status") == "sent; the server answered"
+    chromium.open_page(browser, f"{http}/?text=good&budget=2.5")
+    assert "budget is spent" in chromium.text_of(browser, "status")
+    assert app.model.predictions == before + 2
+
+
+def test_browser_releases_follow_the_python_channel(browser, http, export):
+    """2,000 releases of one sentence in the browser (LiteRT.js, random
+    words from crypto.getRandomValues) and 2,000 from the Python path
+    (ai-edge-litert, os.urandom): both follow randomized response at
+    epsilon 1 around the same code (chi-square against the stated
+    probabilities, and the two samples against each other)."""
+    out, _ = export
+    draws = 2000
+    chromium.open_page(browser, f"{http}/")
+    browser_codes = chromium.run_async(browser, """
+        const codes = [];
+        for (let i = 0; i < args[1]; i++) {
+          const made = await window.tfdptextClient.privatize(args[0]);
+          codes.push(made.release[made.releaseName][0]);
+        }
+        return codes;""", TEXT, draws)
+    python_codes = ExportedPipeline(out).privatize([TEXT] * draws)[
+        "private_code"]
+    web = np.bincount(browser_codes, minlength=2)
+    py = np.bincount(python_codes, minlength=2)
+    assert web.sum() == py.sum() == draws
+    clean = int(py.argmax())  # the text's code (kept with p = 0.73)
+    assert int(web.argmax()) == clean
+    expected = draws * categorical.transition_matrix(EPSILON, 2)[clean]
+    assert stats.chisquare(web, expected).pvalue > 1e-4, (web, expected)
+    assert stats.chi2_contingency(np.stack([web, py])).pvalue > 1e-4
+
+
+def test_browser_tokenizer_matches_python_on_hard_strings(browser, http,
+                                                          export):
+    out, _ = export
+    texts = tokenizer_vectors.hard_strings(600)
+    chromium.open_page(browser, f"{http}/")
+    got = chromium.run_async(browser, """
+        const tokenizer = window.tfdptextClient.tokenizer;
+        return args[0].map((t) => Array.from(tokenizer.encode(t).tokenIds));
+        """, texts)
+    expected = ExportedPipeline(out).tokenizer(texts)["token_ids"].numpy()
+    mismatches = [t for t, a, b in zip(texts, got, expected.tolist())
+                  if a != b]
+    assert not mismatches, mismatches[:5]
+
+
+@pytest.mark.parametrize("source", [
+    "a.fill(0); return a;",
+    "new Uint8Array(a.buffer, a.byteOffset, a.byteLength).fill(0x5a); "
+    "return a;",
+])
+def test_a_broken_random_source_fails_closed(browser, http, app, source):
+    """crypto.getRandomValues replaced before the page runs (zeros, a
+    constant byte): the phone model refuses, the page says so, and nothing
+    reaches the server."""
+    script = browser.execute_cdp_cmd(
+        "Page.addScriptToEvaluateOnNewDocument",
+        {"source": f"Crypto.prototype.getRandomValues = function (a) "
+                   f"{{ {source} }};"})
+    before = app.model.predictions
+    try:
+        chromium.open_page(browser, f"{http}/?text=hello")
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument",
+                                script)
+    status = chromium.text_of(browser, "status")
+    assert status.startswith("refused on this device: The phone model "
+                             "refused to release: its random words failed "
+                             "their checks"), status
+    assert chromium.text_of(browser, "release") == \
+        "nothing: the release was refused on this device"
+    assert chromium.text_of(browser, "label") == ""
+    assert app.model.predictions == before
+
+
+def _subset(shown, real, where="manifest"):
+    """Every key and value the guide shows is the real manifest's."""
+    if isinstance(shown, dict):
+        assert isinstance(real, dict), where
+        for key, value in shown.items():
+            assert key in real, f"{where}.{key} is not in the export"
+            _subset(value, real[key], f"{where}.{key}")
+    elif isinstance(shown, list):
+        assert isinstance(real, list) and len(shown) == len(real), where
+        for i, (a, b) in enumerate(zip(shown, real)):
+            _subset(a, b, f"{where}[{i}]")
+    else:
+        assert shown == real, f"{where}: the guide shows {shown!r}, the " \
+            f"export has {real!r}"
+
+
+def test_guide_manifest_example_is_the_quickstarts(export):
+    """docs/guides/export.md's manifest example is an export of the
+    quickstart's settings (its random words included: when their number
+    changes, this fails until the example is updated)."""
+    guide = open(os.path.join(ROOT, "docs", "guides", "export.md"),
+                 encoding="utf-8").read()
+    [block] = [b for b in re.findall(r"```json\n(.*?)```", guide, re.S)
+               if b.startswith('{"user"')]
+    _subset(json.loads(block), export[1])

@@ -1,0 +1,330 @@
+"""An export's server model behind TF Serving's REST API, and the web page.
+
+    app = ServingApp(ServedModel("exports/quickstart"), web_dir="web")
+    server = make_server(app, host="127.0.0.1", port=8501)
+
+answers what TensorFlow Serving answers for the same SavedModel (the same
+paths, JSON bodies, error shape and HTTP statuses; `tfdptext.rest.
+predict_json`), so an app or the web page written against it works against
+TF Serving unchanged:
+
+    POST /v1/models/NAME[/versions/N]:predict   the prediction
+    GET  /v1/models/NAME[/versions/N]           the model's status
+    GET  /v1/models/NAME[/versions/N]/metadata  its signature
+
+Besides, for the web client: `/` leads to the page (/web/index.html, its
+query kept), `/web/...` its scripts and LiteRT.js's files, and `/export/...` the files an app
+ships (`manifest.json` without the training machine's paths, and the
+manifest's files under user/: the phone model, vocabulary, tokenizer
+settings and test vectors). Nothing else of the export is served.
+
+Every error reaches the client as {"error": "..."}: a bad request with TF
+Serving's message kind and status 400 (404 for an unknown model or
+version), a refused release with the signature's own message, which names
+what was refused (a code, a vector, a token list); an unexpected failure
+is logged here with its traceback and answered 500 without one.
+"""
+
+import json
+import logging
+import mimetypes
+import os
+import re
+import traceback
+
+from werkzeug import exceptions as http_errors
+from werkzeug import serving
+from werkzeug import utils as http_utils
+from werkzeug.wrappers import Request
+from werkzeug.wrappers import Response
+
+from tfdptext import rundir
+from tfdptext.errors import TfdptextError
+from tfdptext.rest import predict_json
+from tfdptext.rest.predict_json import RestError
+
+LOG = logging.getLogger("tfdptext.serve")
+PREDICT = re.compile(r"(?i)/v1/models/([^/:]+)(?:/versions/(\d+))?:"
+                     r"(classify|regress|predict)")
+METADATA = re.compile(r"(?i)/v1/models/([^/:]+)(?:/versions/(\d+))?/metadata")
+STATUS = re.compile(r"(?i)/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?")
+# Releases are small (a code, a vector, at most max_length x dim floats).
+MAX_BODY_BYTES = 64 * 2**20
+# What the page needs of LiteRT.js (ES modules and the wasm files).
+WEB_PACKAGES = ("node_modules/@litertjs/core/dist/",
+                "node_modules/@litertjs/core/wasm/",
+                "node_modules/@litertjs/wasm-utils/dist/")
+# The manifest's keys that describe the machine that exported, not the
+# model: left out of the copy the page reads.
+PRIVATE_MANIFEST_KEYS = ("source_run", "command")
+TYPES = {".wasm": "application/wasm", ".js": "text/javascript",
+         ".mjs": "text/javascript", ".tflite": "application/octet-stream",
+         ".json": "application/json", ".txt": "text/plain; charset=utf-8",
+         ".html": "text/html; charset=utf-8", ".css": "text/css"}
+_ASSERTION = re.compile(r"assertion failed: \[(.*?)\](?: \[(.*?)\])?\s*"
+                        r"(?:\[\[|$)", re.S)
+
+
+class ServeError(TfdptextError):
+    """The export cannot be served (the message names the file)."""
+
+
+def _dtype_enum(dtype):
+    return "DT_" + dtype.upper().replace("FLOAT32", "FLOAT").replace(
+        "FLOAT64", "DOUBLE")
+
+
+def refusal_message(err):
+    """The signature's own message in a TensorFlow error ("tfdptext:
+    refused release (a code): ..."), without TensorFlow's node names; its
+    first line for other errors."""
+    text = getattr(err, "message", str(err))
+    match = _ASSERTION.search(text)
+    if match:
+        message = match.group(1).replace("\\'", "'")
+        if match.group(2):
+            message += f" {match.group(2)}"
+        return message
+    lines = [line for line in text.splitlines() if line.strip()
+             and not line.startswith(("Graph execution error",
+                                      "Detected at node", "<stack"))]
+    return lines[0].strip() if lines else type(err).__name__
+
+
+class ServedModel:
+    """The server SavedModel of a tfdptext export, loaded as TF Serving
+    loads `server/<model_name>/<version>`.
+
+    Attributes:
+        name, version: the TF Serving model name and version (manifest).
+        manifest: the export's checked manifest.
+        specs: {signature key: [InputSpec]}.
+    """
+
+    def __init__(self, export_dir):
+        import tensorflow as tf
+
+        self.export = rundir.ExportDir(export_dir, ServeError)
+        self.manifest = self.export.check()
+        server = self.manifest["server"]
+        self.name = str(server["model_name"])
+        self.version = int(server["version"])
+        path = self.export.file(server["path"])
+        try:
+            self._loaded = tf.saved_model.load(path)
+        except Exception as err:  # noqa: BLE001 (TF raises many types)
+            raise ServeError(f"{path} is not a loadable SavedModel "
+                             f"({refusal_message(err)}).") from None
+        self.signatures = dict(self._loaded.signatures)
+        self.specs = {key: self._input_specs(fn)
+                      for key, fn in self.signatures.items()}
+
+    @staticmethod
+    def _input_specs(fn):
+        _, inputs = fn.structured_input_signature
+        return [predict_json.InputSpec(name, tuple(spec.shape.as_list()),
+                                       spec.dtype.name)
+                for name, spec in inputs.items()]
+
+    def check_version(self, name, version, servable=True):
+        """RestError (NOT_FOUND) unless `name` and `version` (None: the
+        latest) are this model's, in TF Serving's words."""
+        if name == self.name and version in (None, self.version):
+            return
+        if servable:
+            request = (f"Latest({name})" if version is None
+                       else f"Specific({name}, {version})")
+            raise RestError("NOT_FOUND",
+                            f"Servable not found for request: {request}")
+        if name != self.name:
+            raise RestError("NOT_FOUND",
+                            f"Could not find any versions of model {name}")
+        raise RestError("NOT_FOUND",
+                        f"Could not find version {version} of model {name}")
+
+    def predict(self, document):
+        """The JSON answer to a predict body (a dict); RestError for a
+        request the signature refuses."""
+        import tensorflow as tf
+
+        key = predict_json.signature_name(document)
+        if key not in self.signatures:
+            raise predict_json.invalid(
+                f'Serving signature name: "{key}" not found in signature '
+                "def")
+        request = predict_json.parse_request(document, self.specs[key])
+        try:
+            outputs = self.signatures[key](**{
+                name: tf.constant(value)
+                for name, value in request.inputs.items()})
+        except (tf.errors.InvalidArgumentError, ValueError,
+                TypeError) as err:
+            raise predict_json.invalid(refusal_message(err)) from None
+        return predict_json.response(
+            {name: value.numpy() for name, value in outputs.items()},
+            request.row_format)
+
+    def status(self):
+        """GET /v1/models/NAME's answer."""
+        return {"model_version_status": [{
+            "version": str(self.version), "state": "AVAILABLE",
+            "status": {"error_code": "OK", "error_message": ""}}]}
+
+    def metadata(self):
+        """GET /v1/models/NAME/metadata's answer: the signatures."""
+        def info(name, spec):
+            return {"dtype": _dtype_enum(spec.dtype.name),
+                    "tensor_shape": {
+                        "dim": [{"size": str(-1 if d is None else d),
+                                 "name": ""} for d in spec.shape.as_list()],
+                        "unknown_rank": False},
+                    "name": name}
+
+        defs = {}
+        for key, fn in self.signatures.items():
+            _, inputs = fn.structured_input_signature
+            defs[key] = {
+                "inputs": {n: info(n, s) for n, s in inputs.items()},
+                "outputs": {n: info(n, s) for n, s in
+                            fn.structured_outputs.items()},
+                "method_name": "tensorflow/serving/predict"}
+        return {"model_spec": {"name": self.name, "signature_name": "",
+                               "version": str(self.version)},
+                "metadata": {"signature_def": {"signature_def": defs}}}
+
+    def client_manifest(self):
+        """The manifest the page reads: all but PRIVATE_MANIFEST_KEYS."""
+        return {k: v for k, v in self.manifest.items()
+                if k not in PRIVATE_MANIFEST_KEYS}
+
+    def user_files(self):
+        """The export's files an app ships (the manifest's, under user/)."""
+        return {path for path in self.manifest["files"]
+                if path.startswith(rundir.USER_DIR + "/")}
+
+
+def _json(body, status=200):
+    return Response(json.dumps(body), status=status,
+                    mimetype="application/json")
+
+
+class ServingApp:
+    """The WSGI application (module docstring).
+
+    Args:
+        model: a ServedModel.
+        web_dir: the web client's folder (web/ of a checkout, with its
+            node_modules installed), or None to serve the REST API only.
+    """
+
+    def __init__(self, model, web_dir=None):
+        self.model = model
+        self.web_dir = os.path.abspath(web_dir) if web_dir else None
+
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        request.max_content_length = MAX_BODY_BYTES
+        try:
+            response = self.dispatch(request)
+        except RestError as err:
+            response = _json(err.body(), err.http_status)
+        except http_errors.RequestEntityTooLarge:
+            response = _json({"error": f"The request body is larger than "
+                              f"{MAX_BODY_BYTES} bytes."}, 413)
+        except Exception:  # noqa: BLE001 (no traceback to the client)
+            LOG.error("%s %s failed:\n%s", request.method, request.path,
+                      traceback.format_exc())
+            response = _json({"error": "Internal error in tfdptext-serve "
+                              "(its log has the details)."}, 500)
+        return response(environ, start_response)
+
+    def dispatch(self, request):
+        path = request.path
+        if path.lower().startswith("/v1/"):
+            return self.rest(request)
+        if request.method not in ("GET", "HEAD"):
+            raise RestError("NOT_FOUND", f"Nothing to {request.method} at "
+                            f"{path}.")
+        if path in ("/", "/web", "/web/"):
+            query = request.query_string.decode("latin-1")
+            return http_utils.redirect(
+                "/web/index.html" + (f"?{query}" if query else ""), 302)
+        if path.startswith("/web/"):
+            return self.web_file(path[len("/web/"):], request)
+        if path == "/export/" + rundir.MANIFEST:
+            return _json(self.model.client_manifest())
+        if path.startswith("/export/"):
+            relative = path[len("/export/"):]
+            if relative not in self.model.user_files():
+                raise RestError("NOT_FOUND", f"{path}: not a file of the "
+                                "export that an app ships.")
+            return self._send(self.model.export.path, relative, request)
+        raise RestError("NOT_FOUND", f"Nothing at {path}.")
+
+    def rest(self, request):
+        """TF Serving's paths (its http_rest_api_handler)."""
+        path, method = request.path, request.method
+        match = PREDICT.fullmatch(path)
+        if method == "POST" and match:
+            name, version, verb = match.groups()
+            self.model.check_version(name, _version(version))
+            if verb.lower() != "predict":
+                raise predict_json.invalid(
+                    f"The signature of model {name} is a predict "
+                    f"signature; :{verb} needs a {verb} signature.")
+            document = predict_json.parse_body(request.get_data())
+            return _json(self.model.predict(document))
+        match = METADATA.fullmatch(path)
+        if method == "GET" and match:
+            self.model.check_version(match.group(1),
+                                     _version(match.group(2)),
+                                     servable=True)
+            return _json(self.model.metadata())
+        match = STATUS.fullmatch(path)
+        if method == "GET" and match:
+            if not match.group(1):
+                raise predict_json.invalid("Missing model name in request.")
+            self.model.check_version(match.group(1),
+                                     _version(match.group(2)),
+                                     servable=False)
+            return _json(self.model.status())
+        raise predict_json.invalid(f"Malformed request: {method} {path}")
+
+    def web_file(self, relative, request):
+        if self.web_dir is None or not os.path.isfile(
+                os.path.join(self.web_dir, "index.html")):
+            raise RestError("NOT_FOUND", "No web client here: start "
+                            "tfdptext-serve from a checkout (its web/ "
+                            "folder) or give --web_dir.")
+        if relative.startswith("node_modules/") and not relative.startswith(
+                WEB_PACKAGES):
+            raise RestError("NOT_FOUND", f"/web/{relative}: not a file "
+                            "the page needs.")
+        if relative.startswith("node_modules/") and not os.path.isdir(
+                os.path.join(self.web_dir, WEB_PACKAGES[0])):
+            raise RestError("NOT_FOUND", f"/web/{relative}: LiteRT.js is "
+                            "not installed; run `npm ci` in "
+                            f"{self.web_dir} (make test does).")
+        return self._send(self.web_dir, relative, request)
+
+    @staticmethod
+    def _send(directory, relative, request):
+        kind = TYPES.get(os.path.splitext(relative)[1].lower())
+        try:
+            return http_utils.send_from_directory(
+                directory, relative, request.environ,
+                mimetype=kind or mimetypes.guess_type(relative)[0]
+                or "application/octet-stream", max_age=0)
+        except http_errors.NotFound:
+            raise RestError("NOT_FOUND", f"{request.path}: no such file."
+                            ) from None
+
+
+def _version(text):
+    return None if text is None else int(text)
+
+
+def make_server(app, host="127.0.0.1", port=8501):
+    """A threaded WSGI server for `app` (werkzeug's), not yet serving;
+    `.server_port` is the port it bound (port 0: a free one)."""
+    return serving.make_server(host, port, app, threaded=True)
