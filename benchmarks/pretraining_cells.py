@@ -22,7 +22,7 @@ runs:
 - per eta, per mode (token_rep: Qu et al. Table 6; text_to_text: Table 7),
   `pretrain_eta<eta>_<mode>_<objective>`: MLM on the corpus privatized by
   that mode at that eta, one run per objective;
-- then per seed, per mode, `sst2_eta<eta>_<mode>_<encoder>_seed<s>`:
+- then, for that eta and mode, per seed, `sst2_eta<eta>_<mode>_<encoder>_seed<s>`:
   fine-tuning at the same eta from the plain encoder (`plain`), from the
   clean control (`clean`) and from each objective's preset.
 """
@@ -253,17 +253,15 @@ def plan(budget, etas, modes, objectives, seeds, output_dir):
     cells = [clean]
     cells += [_finetune_cell(budget, None, None, PLAIN, seed, None,
                              output_dir) for seed in seeds]
+    # One table row (eta, mode) complete before the next row's pretraining:
+    # a session that stops early leaves whole rows, not halves of many.
     for eta in etas:
-        pretrained = {}
         for mode in modes:
-            for objective in objectives:
-                pretrained[mode, objective] = _pretrain_cell(
-                    budget, eta, mode, objective)
-                cells.append(pretrained[mode, objective])
-        for seed in seeds:
-            for mode in modes:
-                sources = {PLAIN: None, CLEAN: clean, **{
-                    o: pretrained[mode, o] for o in objectives}}
+            pretrained = {o: _pretrain_cell(budget, eta, mode, o)
+                          for o in objectives}
+            cells += pretrained.values()
+            sources = {PLAIN: None, CLEAN: clean, **pretrained}
+            for seed in seeds:
                 for encoder, source in sources.items():
                     cells.append(_finetune_cell(budget, eta, mode, encoder,
                                                 seed, source, output_dir))

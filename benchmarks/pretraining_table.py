@@ -257,7 +257,14 @@ def plot(results, path):
                           "dashed: Qu et al.)", fontsize=8)
     from matplotlib.lines import Line2D
 
-    handles, _ = axes[0][-1].get_legend_handles_labels()
+    # One legend for both panels, every encoder's colour in it (a panel
+    # may have no finished cell yet).
+    handles = [Line2D([], [], color=colours[encoder], marker="o",
+                      label=ENCODER_NAMES[encoder].format(
+                          preset=budget.preset))
+               for encoder in plan["encoder"]]
+    handles += [h for h in axes[0][0].get_legend_handles_labels()[0]
+                if h.get_label().startswith(("non-private", "majority"))]
     handles.append(Line2D([], [], color="grey", ls="--", marker="x",
                           label="Qu et al. (BERT-base), same colours"))
     axes[0][-1].legend(handles=handles, fontsize=7, loc="upper left")

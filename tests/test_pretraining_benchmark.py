@@ -67,6 +67,12 @@ def test_plan_covers_every_cell_once_after_what_it_needs(tmp_path):
     assert all(c.needs == ("pretrain_none",) for c in clean
                if c.kind == "finetune")
     assert "sst2_eta48p5_text_to_text_denoising_seed1" in position
+    # A (eta, mode) row's fine-tuning runs before the next row's pretraining.
+    first_t2t = min(position[c.name] for c in cells
+                    if c.kind == "pretrain" and c.mode == "text_to_text")
+    assert all(position[c.name] < first_t2t for c in cells
+               if c.kind == "finetune" and c.mode == "token_rep"
+               and c.eta == cells[first_t2t].eta)
 
 
 def test_flag_files_are_the_programs_configs(tmp_path):
