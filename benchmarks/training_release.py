@@ -160,7 +160,8 @@ def _label_table():
         cells = [_stat(_accuracies(pattern.format(r))) for r in RELEASES]
         found = [m for m in (_metrics(pattern.format("once"), s)
                              for s in range(FLAGS.seeds)) if m]
-        changed, guarantee = "0", "-"
+        changed = "0" if label == "clean" else "-"
+        guarantee = "-"
         if found:
             # The latest seed's statement (the library's current wording).
             privacy = found[-1].get("label_privacy")
