@@ -30,7 +30,6 @@ of `--rounds` is reported. Run pinned to one core:
 """
 
 import datetime
-import json
 import os
 import sys
 import time
@@ -164,10 +163,7 @@ def main(argv):
         / us["brr_search_k1"],
     }
     if FLAGS.json_out:
-        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.json_out)),
-                    exist_ok=True)
-        with open(FLAGS.json_out, "w") as f:
-            json.dump(result, f, indent=1)
+        machine.write_json(FLAGS.json_out, result)
     print(markdown(result))
 
 

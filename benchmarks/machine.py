@@ -36,3 +36,12 @@ def versions(packages):
         except importlib.metadata.PackageNotFoundError:
             found[package] = "not installed"
     return found
+
+
+def write_json(path, result, indent=1):
+    """Writes `result` to `path` as JSON, creating its folder."""
+    import json
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=indent)

@@ -246,10 +246,7 @@ def main(argv):
             peer.close()
     result["load_average_end"] = os.getloadavg()
     if FLAGS.json_out:
-        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.json_out)),
-                    exist_ok=True)
-        with open(FLAGS.json_out, "w") as f:
-            json.dump(result, f, indent=1)
+        machine.write_json(FLAGS.json_out, result)
     print(markdown(result))
 
 
