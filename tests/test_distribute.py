@@ -380,3 +380,35 @@ def test_two_worker_processes_train_one_run_as_one_worker(still_preset,
     for loss_two, loss_one in zip(two_metrics["history"]["loss"],
                                   one_metrics["history"]["loss"]):
         assert abs(loss_two - loss_one) <= 0.1 * loss_one
+
+
+def test_two_workers_train_on_the_chiefs_one_release(still_preset, tmp_path):
+    """text_to_text with labels from users, texts released once, on two
+    worker processes: the chief draws the labels and the release once; the
+    other worker copies them and never draws its own (it would release
+    every text and label a second time)."""
+    hosts = [f"localhost:{p}" for p in _free_ports(2)]
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow",
+           "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": ROOT}
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", "tfdptext.cli.train",
+         "--distribute=multi_worker", "--mode=text_to_text", "--eta=80",
+         "--label_epsilon=2", "--training_release=once",
+         "--dataset=synthetic", "--max_length=16", "--epochs=2",
+         "--batch_size=16", "--max_train_examples=160",
+         "--max_dev_examples=32", f"--preset={still_preset}",
+         f"--output_dir={tmp_path / 'run'}"],
+        cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, env={**env, "TF_CONFIG": json.dumps({
+            "cluster": {"worker": hosts},
+            "task": {"type": "worker", "index": i}})}) for i in range(2)]
+    chief, other = _finish(processes)
+    drawing = "Releasing the"  # user_release's message when it draws
+    assert drawing in chief and drawing not in other, other[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    files = set(os.listdir(tmp_path / "run"))
+    assert {"randomized_labels.json", "training_release.npz"} <= files
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["replicas"] == 2
+    assert metrics["training_release"]["mode"] == "once"
