@@ -300,14 +300,18 @@ def _free_ports(count):
 @pytest.fixture(scope="module")
 def still_preset(tmp_path_factory):
     """The tiny encoder without dropout (runs differ only by the order of
-    float operations)."""
+    float operations), its weights drawn from a fixed seed: an unseeded
+    draw made how well the tiny model learns vary from one suite run to
+    the next (test accuracy 0.79 to 0.95 on the same data)."""
     import shutil
 
+    import keras
     import keras_hub
 
     from tfdptext import models
 
     path = str(tmp_path_factory.mktemp("still") / "tiny")
+    keras.utils.set_random_seed(20261126)
     keras_hub.models.BertBackbone(
         vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16,
         intermediate_dim=32, max_sequence_length=64, dropout=0.0
