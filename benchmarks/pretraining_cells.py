@@ -412,8 +412,9 @@ def _append_timing(output_dir, cell, status, seconds):
 
 
 def read_timings(output_dir):
-    """{cell name: wall seconds of its program runs, summed over the
-    sessions that ran it} from timings.jsonl."""
+    """{cell name: wall seconds of its program runs, summed over the runs
+    that ended} from timings.jsonl. A run killed with its session wrote no
+    line, so a cell resumed after one counts only the later runs."""
     path = os.path.join(output_dir, TIMINGS)
     seconds = {}
     if os.path.exists(path):

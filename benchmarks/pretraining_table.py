@@ -172,8 +172,8 @@ def markdown(results):
     lines += ["", "Pretraining runs (held-out texts of the corpus):", "",
               "| run | steps | held-out MLM loss (start -> end) | masked "
               "original-token accuracy (start -> end) | objective's target "
-              "accuracy (end) | examples/s | training minutes |",
-              "|---|---|---|---|---|---|---|"]
+              "accuracy (end) | examples/s | training minutes (steps "
+              "timed) |", "|---|---|---|---|---|---|---|"]
     for name, (cell, metrics) in sorted(results["pretrained"].items()):
         start, end = metrics["heldout"]["start"], metrics["heldout"]["end"]
         lines.append(
@@ -182,10 +182,16 @@ def markdown(results):
             f"{end['original_accuracy']:.3f} | "
             f"{end['target_accuracy']:.3f} | "
             f"{metrics['examples_per_second'] or 0:.1f} | "
-            f"{metrics['train_seconds_this_session'] / 60:.1f} |")
-    lines += ["", "What the finished cells cost (wall minutes of their "
+            f"{metrics['train_seconds_this_session'] / 60:.1f} "
+            f"({_steps_timed(metrics)}) |")
+    lines += ["", "A resumed run's examples/s and minutes are those of "
+              "the session that finished it (the steps timed); the earlier "
+              "sessions' share is not in them.", "",
+              "What the finished cells cost (wall minutes of their "
               "programs, start-up and evaluation included, summed over the "
-              "sessions that ran them):", "", "| cells | finished | "
+              "program runs that ended; a run killed with its session "
+              "recorded no time, so a resumed cell's total is too low):",
+              "", "| cells | finished | "
               "minutes per cell | total minutes |", "|---|---|---|---|"]
     for kind, values in sorted(results["seconds"].items()):
         lines.append(f"| {kind} | {len(values)} | "
@@ -195,6 +201,14 @@ def markdown(results):
     lines.append(f"| all | {sum(len(v) for v in results['seconds'].values())}"
                  f" | - | {total / 60:.0f} |")
     return "\n".join(lines)
+
+
+def _steps_timed(metrics):
+    """'all 500 steps', or '100 of 500 steps' for a resumed run."""
+    timed = metrics.get("steps_run_this_session", metrics["steps"])
+    if timed == metrics["steps"]:
+        return f"all {timed} steps"
+    return f"{timed} of {metrics['steps']} steps"
 
 
 def plot(results, path):

@@ -155,7 +155,7 @@ def test_rerun_skips_finished_resumes_interrupted_blocks_dependants(
     third = []
     cells_lib.run_plan(cells, out, _finishing(third), say=lambda line: None)
     assert third == []
-    # Each program run's wall time, summed over the sessions that ran it.
+    # Each program run that ended recorded its wall time.
     assert set(cells_lib.read_timings(out)) == set(first) | set(second)
 
 
