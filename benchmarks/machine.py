@@ -2,6 +2,7 @@
 thread settings they fix before numpy, FAISS or TensorFlow load."""
 
 import importlib.metadata
+import json
 import os
 import platform
 
@@ -40,8 +41,6 @@ def versions(packages):
 
 def write_json(path, result, indent=1):
     """Writes `result` to `path` as JSON, creating its folder."""
-    import json
-
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(result, f, indent=indent)

@@ -114,14 +114,20 @@ print("RESULT " + json.dumps(result))
 '''
 
 
+def _cpu_env(**extra):
+    """The environment of a training subprocess: TensorFlow on the CPU,
+    quiet, plus `extra`."""
+    return {**os.environ, "KERAS_BACKEND": "tensorflow",
+            "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", **extra}
+
+
 @pytest.fixture(scope="module")
 def mirrored(tiny_preset, tmp_path_factory):
     """The subprocess's result: metrics, per-replica releases, random ops."""
     base = tmp_path_factory.mktemp("mirrored")
     script = base / "mirrored_run.py"
     script.write_text(MIRRORED_RUN)
-    env = {**os.environ, "KERAS_BACKEND": "tensorflow",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    env = _cpu_env()
     env.pop("TF_CONFIG", None)
     proc = subprocess.run(
         [sys.executable, str(script), tiny_preset, str(base / "run")],
@@ -322,8 +328,7 @@ def still_preset(tmp_path_factory):
 
 def _start_workers(commands, hosts, output_dir, preset, cwd):
     """Popen of each command with its TF_CONFIG pointing at `hosts`."""
-    env = {**os.environ, "KERAS_BACKEND": "tensorflow",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    env = _cpu_env()
     processes = []
     for tf_config, argv in commands:
         tf_config = {"cluster": {"worker": hosts},
@@ -392,9 +397,7 @@ def test_two_workers_train_on_the_chiefs_one_release(still_preset, tmp_path):
     other worker copies them and never draws its own (it would release
     every text and label a second time)."""
     hosts = [f"localhost:{p}" for p in _free_ports(2)]
-    env = {**os.environ, "KERAS_BACKEND": "tensorflow",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONPATH": ROOT}
+    env = _cpu_env(PYTHONPATH=ROOT)
     processes = [subprocess.Popen(
         [sys.executable, "-m", "tfdptext.cli.train",
          "--distribute=multi_worker", "--mode=text_to_text", "--eta=80",
