@@ -10,7 +10,8 @@ export KERAS_BACKEND := tensorflow
 export TF_CPP_MIN_LOG_LEVEL := 2
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench clean bazel-test mldp-venv \
+.PHONY: install demo test test-fast bench benchmark-docs clean bazel-test \
+	mldp-venv \
 	pantera-venv pantera-np1-venv diffractor-venv browser web web-tables
 
 install: $(STAMP)
@@ -85,6 +86,13 @@ bazel-test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/privatization_throughput.py
+
+# The docs' benchmark tables (docs/benchmarks.md, README.md) and plots,
+# rewritten from the committed results in benchmarks/results/ (no
+# benchmark runs; tests/test_benchmark_docs.py checks that nothing
+# changes).
+benchmark-docs: $(STAMP)
+	$(PY) benchmarks/docs_tables.py
 
 # The public mldp-text package (a Madlib peer for benchmarks/brr_efficiency.py)
 # in its own venv: it pins numpy < 2 and scipy < 1.13. On Python 3.11 it

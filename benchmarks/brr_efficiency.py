@@ -784,7 +784,7 @@ def main(argv):
     _print_methods(methods, recalls, ids)
     _print_sizes(sizes)
     _print_targets(targets)
-    if FLAGS.json_out:
+    if True:  # benchmarks/results/brr_efficiency.json, and --json_out
         record = {
             "machine": machine, "setup": setup, "privacy": levels,
             "methods": {m.key: {
@@ -800,9 +800,9 @@ def main(argv):
             "targets": [{"target": what, "value": value, "wanted": wanted,
                          "met": met} for what, value, wanted, met in targets],
         }
-        with open(FLAGS.json_out, "w") as f:
-            json.dump(record, f, indent=2)
-        print(f"\nWrote {FLAGS.json_out}.")
+        written = host.write_json(FLAGS.json_out, record)
+        print(f"\nWrote {written}" + (f" and {FLAGS.json_out}."
+                                     if FLAGS.json_out else "."))
 
 
 if __name__ == "__main__":

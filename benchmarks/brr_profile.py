@@ -162,8 +162,7 @@ def main(argv):
         "ratio_if_brr_were_its_k1_scan": us["madlib_call"]
         / us["brr_search_k1"],
     }
-    if FLAGS.json_out:
-        machine.write_json(FLAGS.json_out, result)
+    machine.write_json(FLAGS.json_out, result)
     print(markdown(result))
 
 

@@ -820,7 +820,7 @@ def main(argv):
     _print_timing(results, deniability, stages)
     written = _plots(results, deniability, datasets, levels)
     print("\nPlots: " + ", ".join(written))
-    if FLAGS.json_out:
+    if True:  # benchmarks/results/brr_utility.json, and --json_out
         record = {
             "machine": {**machine, "flags": {
                 name: FLAGS[name].value for name in machine["flags"]}},
@@ -836,9 +836,9 @@ def main(argv):
                             for (m, eps), v in deniability.items()],
             "stages_s": stages,
         }
-        with open(FLAGS.json_out, "w") as f:
-            json.dump(record, f, indent=2)
-        print(f"Wrote {FLAGS.json_out}.")
+        written = host.write_json(FLAGS.json_out, record)
+        print(f"Wrote {written}" + (f" and {FLAGS.json_out}."
+                                    if FLAGS.json_out else "."))
 
 
 if __name__ == "__main__":

@@ -57,13 +57,16 @@ def main(argv):
         return np.linalg.norm(table[found].astype(np.float64) - noisy,
                               axis=1)
 
-    print(json.dumps({
+    result = {
         "machine": machine.cpu_name(), "eta": FLAGS.eta,
         "index": FLAGS.index, "num_words": len(ids),
         "recall_at_1": float((distance(b) <= distance(a) + 1e-4).mean()),
         "same_id": float((a == b).mean()),
         "unchanged_exact": float((a == ids).mean()),
-        "unchanged_approximate": float((b == ids).mean())}))
+        "unchanged_approximate": float((b == ids).mean())}
+    print(json.dumps(result))
+    machine.write_json(None, result, name=f"dchi_index_recall_{FLAGS.index}"
+                       f"_eta{FLAGS.eta:g}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """What the benchmarks print about the machine they ran on, and the
 thread settings they fix before numpy, FAISS or TensorFlow load."""
 
+import datetime
 import importlib.metadata
 import json
 import os
 import platform
+import subprocess
+import sys
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "MKL_NUM_THREADS")
@@ -39,8 +42,68 @@ def versions(packages):
     return found
 
 
-def write_json(path, result, indent=1):
-    """Writes `result` to `path` as JSON, creating its folder."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(result, f, indent=indent)
+# The committed folder of results (one small JSON per result); runs/ keeps
+# only checkpoints and other large outputs.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+
+
+def _commit():
+    """The checkout's commit (with "+changes" when the tree differs), or
+    None outside a git checkout."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain",
+                                "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True,
+                               check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("+changes" if dirty else "")
+
+
+def provenance(argv=None):
+    """Where a result comes from: the command with every flag, the commit,
+    the machine, the date (UTC) and the load average when it ended."""
+    argv = sys.argv if argv is None else argv
+    python = os.path.relpath(sys.executable, ROOT)
+    if python.startswith(".."):
+        python = sys.executable
+    return {"provenance": "measured",
+            "command": " ".join([python, *argv]),
+            "commit": _commit(), "machine": cpu_name(),
+            "date": datetime.datetime.now(datetime.timezone.utc)
+            .strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "load": [round(x, 2) for x in os.getloadavg()]}
+
+
+def result_name(argv=None):
+    """A result's default name: the script's name (benchmarks/x.py -> x)."""
+    argv = sys.argv if argv is None else argv
+    return os.path.splitext(os.path.basename(argv[0]))[0]
+
+
+def write_json(path, result, indent=1, name=None, argv=None):
+    """Writes `result` to `path` as JSON (when `path` is given), creating
+    its folder, and always to benchmarks/results/<name>.json inside the
+    provenance record (`provenance`): the committed copy the docs' tables
+    are rendered from. `name` defaults to the script's name; a benchmark
+    that writes several results names each. Returns the results path."""
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(result, f, indent=indent)
+    name = name or result_name(argv)
+    if not name.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"name must be letters, digits, '_' or '-': "
+                         f"{name!r}")
+    record = {"name": name, **provenance(argv), "result": result}
+    os.makedirs(RESULTS, exist_ok=True)
+    target = os.path.join(RESULTS, f"{name}.json")
+    with open(target + ".tmp", "w") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(target + ".tmp", target)
+    return target

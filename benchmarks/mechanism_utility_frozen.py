@@ -278,6 +278,7 @@ def main(argv):
                         exist_ok=True)
             with open(FLAGS.json_out, "w") as f:
                 json.dump(result, f, indent=2)
+    machine.write_json(None, result)
     print(mechanism_utility.table(result["rows"]))
     if FLAGS.plot:
         mechanism_utility.plot(result["rows"], FLAGS.plot)

@@ -183,13 +183,9 @@ def main(argv):
     for point in curve:
         print(f"| {point['step']} | {point['mlm_loss']:.3f} | "
               f"{point['original_accuracy']:.3f} |")
-    if FLAGS.json_out:
-        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.json_out)),
-                    exist_ok=True)
-        with open(FLAGS.json_out, "w") as f:
-            json.dump({"flags": settings, "machine": machine.cpu_name(),
-                       "train_seconds": seconds, "curve": curve}, f,
-                      indent=2)
+    machine.write_json(FLAGS.json_out, {
+        "flags": settings, "machine": machine.cpu_name(),
+        "train_seconds": seconds, "curve": curve})
 
 
 if __name__ == "__main__":

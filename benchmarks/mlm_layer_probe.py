@@ -277,16 +277,14 @@ def main(argv):
                     print(json.dumps(heads[-1]), flush=True)
     print_heads(heads)
     print(f"\n{time.perf_counter() - started:.0f} s")
-    if FLAGS.json_out:
-        with open(FLAGS.json_out, "w") as f:
-            json.dump({"flags": {name: FLAGS[name].value for name in (
-                "preset", "corpus", "max_length", "batch_size",
-                "train_batches", "heldout_examples", "head_steps",
-                "head_batch", "seed")},
-                "positions": {"train": int(len(train_tokens)),
-                              "heldout": int(len(heldout_tokens))},
-                "machine": machine.cpu_name(), "probes": rows,
-                "heads": heads}, f, indent=2)
+    machine.write_json(FLAGS.json_out, {
+        "flags": {name: FLAGS[name].value for name in (
+            "preset", "corpus", "max_length", "batch_size",
+            "train_batches", "heldout_examples", "head_steps",
+            "head_batch", "seed")},
+        "positions": {"train": int(len(train_tokens)),
+                      "heldout": int(len(heldout_tokens))},
+        "machine": machine.cpu_name(), "probes": rows, "heads": heads})
 
 
 def _layer_name(layer):

@@ -257,9 +257,7 @@ def main(argv):
     if FLAGS.markdown:
         with open(FLAGS.markdown, "w") as f:
             f.write(table + "\n")
-    if FLAGS.json_out:
-        with open(FLAGS.json_out, "w") as f:
-            json.dump(rows, f, indent=2)
+    machine.write_json(FLAGS.json_out, rows)
     if FLAGS.plot and rows:
         _plot(rows, FLAGS.plot)
 

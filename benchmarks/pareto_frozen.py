@@ -34,7 +34,6 @@ K-ary randomized response on the same predictions (`limit.rr_reference`).
 Smoke run: --preset=<a tiny local preset> --max_train_examples=200.
 """
 
-import json
 import os
 import re
 import sys
@@ -386,11 +385,10 @@ def main(argv):
                   f"{row['epochs_run']} | {row['guarantee']}", flush=True)
     table = _tables(rows, classes)
     print(f"{table}\nwall time: {time.time() - start:.0f} s")
-    for path, text in ((FLAGS.markdown, table + "\n"),
-                       (FLAGS.json_out, json.dumps(rows, indent=2))):
-        if path:
-            with open(path, "w") as f:
-                f.write(text)
+    if FLAGS.markdown:
+        with open(FLAGS.markdown, "w") as f:
+            f.write(table + "\n")
+    machine.write_json(FLAGS.json_out, rows)
     if FLAGS.plot and rows:
         _plot(rows, classes, FLAGS.plot)
 

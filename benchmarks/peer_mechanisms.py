@@ -737,9 +737,8 @@ def main(argv):
     finally:
         for peer in peers.values():
             peer.close()
-    if FLAGS.json_out:
-        with open(FLAGS.json_out, "w") as f:
-            json.dump(result, f, indent=2)
+    machine.write_json(FLAGS.json_out, result,
+                       name=f"peer_mechanisms_{'_'.join(FLAGS.tasks)}")
     print(markdown(result))
 
 

@@ -245,8 +245,7 @@ def main(argv):
         for peer in peers.values():
             peer.close()
     result["load_average_end"] = os.getloadavg()
-    if FLAGS.json_out:
-        machine.write_json(FLAGS.json_out, result)
+    machine.write_json(FLAGS.json_out, result)
     print(markdown(result))
 
 

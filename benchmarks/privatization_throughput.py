@@ -12,9 +12,9 @@ Prints a markdown table and writes JSON to --output (optional).
 """
 
 import datetime
-import json
 import os
 import platform
+import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -23,6 +23,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app
 from absl import flags
 from absl import logging
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine as host  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_float("eta", 100.0, "d_chi eta.")
@@ -129,10 +132,8 @@ def main(argv):
         print(f"| {r['what']} | {r['items']:,} {r['unit']} | "
               f"{r['per_second_best']:,.0f} | {r['per_second_median']:,.0f} |"
               f" {share} |")
-    if FLAGS.output:
-        with open(FLAGS.output, "w") as f:
-            json.dump({"machine": machine, "date": date, "eta": FLAGS.eta,
-                       "results": results}, f, indent=2)
+    host.write_json(FLAGS.output, {"machine": machine, "date": date,
+                                   "eta": FLAGS.eta, "results": results})
 
 
 if __name__ == "__main__":

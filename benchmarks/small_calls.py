@@ -208,8 +208,7 @@ def main(argv):
             case, privatizer,
             code_sentences if case.startswith("brr") else sentences)
     result["load_average_end"] = os.getloadavg()
-    if FLAGS.json_out:
-        machine.write_json(FLAGS.json_out, result)
+    machine.write_json(FLAGS.json_out, result)
     print(markdown(result))
 
 

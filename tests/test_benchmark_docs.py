@@ -1,0 +1,123 @@
+"""The docs' benchmark tables are what their committed JSON regenerates
+(`make benchmark-docs`), and every number of the README's and the
+headline's generated rows has a result behind it."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from benchmarks import docs_tables
+from benchmarks import machine
+
+ROOT = docs_tables.ROOT
+# The generated regions whose rows name their sources: each number in them
+# must be held by one of those results (or be a stated set-up value).
+BACKED = ("headline", "readme-goals", "readme-mechanisms")
+PROVENANCE_KEYS = ("provenance", "command", "machine", "date", "load")
+
+
+def _read(document):
+    with open(os.path.join(ROOT, document), encoding="utf-8") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("document", [d for d in docs_tables.DOCUMENTS
+                                      if os.path.exists(os.path.join(ROOT,
+                                                                     d))])
+def test_committed_tables_are_what_their_json_regenerates(document):
+    text = _read(document)
+    stale = [name for name in docs_tables.regions(text)
+             if docs_tables.regenerate_one(text, name) != text]
+    assert not stale, (f"{document}: these tables differ from their JSON in "
+                       f"benchmarks/results/ (run `make benchmark-docs`): "
+                       f"{stale}")
+    assert docs_tables.regenerate(text) == text
+
+
+def test_the_headline_and_the_readme_tables_are_generated():
+    assert "headline" in docs_tables.regions(_read("docs/benchmarks.md"))
+    readme = docs_tables.regions(_read("README.md"))
+    assert {"readme-goals", "readme-mechanisms"} <= set(readme)
+
+
+def test_every_region_has_a_result_that_says_where_it_comes_from():
+    for document in docs_tables.DOCUMENTS:
+        path = os.path.join(ROOT, document)
+        if not os.path.exists(path):
+            continue
+        for name in docs_tables.regions(_read(document)):
+            record = docs_tables.load(name)
+            assert record["name"] == name
+            missing = [k for k in PROVENANCE_KEYS if k not in record]
+            assert not missing, f"{name}.json lacks {missing}"
+            assert record["provenance"] == "measured" or \
+                record["provenance"].startswith(("transcribed", "rows ")), \
+                f"{name}.json: provenance {record['provenance']!r}"
+
+
+@pytest.mark.parametrize("name", BACKED)
+def test_every_number_of_a_readme_or_headline_row_has_json_behind_it(name):
+    record = docs_tables.load(name)
+    rows, sources = record["table"]["rows"], record["table"]["sources"]
+    assert len(sources) == len(rows)
+    assert all(sources), f"{name}: a row names no result it comes from"
+    assert docs_tables.unbacked_numbers(record) == []
+
+
+def test_a_changed_result_makes_its_table_stale(tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(docs_tables.RESULTS, results)
+    text = _read("docs/benchmarks.md")
+    path = results / "headline.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    cell = record["table"]["rows"][0][1]
+    assert "0.628" in cell
+    record["table"]["rows"][0][1] = cell.replace("0.628", "0.629")
+    path.write_text(json.dumps(record), encoding="utf-8")
+    assert docs_tables.regenerate_one(text, "headline", str(results)) != text
+    assert docs_tables.regenerate_one(text, "pretraining-cost",
+                                      str(results)) == text
+
+
+def test_a_number_no_source_holds_is_reported():
+    record = {"table": {"columns": ["what", "result"],
+                        "rows": [["AG, eps 0.5", "bound 0.594"],
+                                 ["AG, eps 0.5", "bound 0.611"]],
+                        "sources": [["ag_limit"], ["ag_limit"]]}}
+    assert docs_tables.unbacked_numbers(record) == [(1, 0.611)]
+    record["table"]["settings"] = [[], [0.611]]
+    assert docs_tables.unbacked_numbers(record) == []
+    record["table"]["sources"][0] = ["no-such-result"]
+    assert docs_tables.unbacked_numbers(record)[0][0] == 0
+
+
+def test_numbers_are_read_as_the_docs_write_them():
+    found = docs_tables.numbers(
+        "SST-2 at eps 1: 0.628 (+0.017 ± 0.014, -0.035), 10,493 words/s, "
+        "5.8x, 92%, 2.98 ms, int8 p50, 10^5 releases, delta 1e-8.")
+    assert found == {1.0, 0.628, 0.017, 0.014, 0.035, 10493.0, 5.8, 92.0,
+                     2.98, 100000.0, 1e-8}
+
+
+def test_write_json_keeps_the_result_with_its_provenance(tmp_path,
+                                                         monkeypatch):
+    monkeypatch.setattr(machine, "RESULTS", str(tmp_path / "results"))
+    copy = tmp_path / "runs" / "out.json"
+    written = machine.write_json(
+        str(copy), {"rate": [1.0, 2.0]},
+        argv=["benchmarks/some_bench.py", "--threads=1", "--only=dchi"])
+    assert os.path.basename(written) == "some_bench.json"
+    with open(written) as f:
+        record = json.load(f)
+    assert record["result"] == {"rate": [1.0, 2.0]}
+    assert record["command"].endswith(
+        "benchmarks/some_bench.py --threads=1 --only=dchi")
+    assert record["provenance"] == "measured"
+    assert len(record["load"]) == 3 and record["machine"]
+    assert record["date"].endswith("Z")
+    with open(copy) as f:
+        assert json.load(f) == {"rate": [1.0, 2.0]}
+    with pytest.raises(ValueError, match="name"):
+        machine.write_json(None, {}, name="../escape")
