@@ -55,12 +55,32 @@ def load(name, results=RESULTS):
         return json.load(f)
 
 
+def _verdict_cell(rule, ratio_cell):
+    """A speed verdict from a single run's ratio (the first number of
+    `ratio_cell`): speed_verdict.single_run_verdict against the rule's
+    target; "not met" and "within noise" in bold."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import speed_verdict
+
+    ratio = float(NUMBER.search(ratio_cell).group(0).replace(",", ""))
+    found = speed_verdict.single_run_verdict(ratio, rule["target"])
+    return found if found == speed_verdict.MET else f"**{found}**"
+
+
 def table_markdown(record):
-    """A "table" result's rows as a Markdown table."""
+    """A "table" result's rows as a Markdown table. A "verdict" rule
+    (column, ratio_column, target) fills its column from the ratios."""
     table = record["table"]
+    rule = table.get("verdict")
+    rows = [list(row) for row in table["rows"]]
+    if rule:
+        target = table["columns"].index(rule["column"])
+        ratio = table["columns"].index(rule["ratio_column"])
+        for row in rows:
+            row[target] = _verdict_cell(rule, row[ratio])
     lines = ["| " + " | ".join(table["columns"]) + " |",
              "|" + "---|" * len(table["columns"])]
-    for row in table["rows"]:
+    for row in rows:
         if len(row) != len(table["columns"]):
             raise ValueError(f"{record['name']}: a row of {len(row)} cells "
                              f"under {len(table['columns'])} columns: {row}")
