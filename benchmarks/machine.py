@@ -85,12 +85,14 @@ def result_name(argv=None):
     return os.path.splitext(os.path.basename(argv[0]))[0]
 
 
-def write_json(path, result, indent=1, name=None, argv=None):
+def write_json(path, result, indent=1, name=None, argv=None, table=None):
     """Writes `result` to `path` as JSON (when `path` is given), creating
     its folder, and always to benchmarks/results/<name>.json inside the
     provenance record (`provenance`): the committed copy the docs' tables
     are rendered from. `name` defaults to the script's name; a benchmark
-    that writes several results names each. Returns the results path."""
+    that writes several results names each. `table` ({"columns", "rows"}
+    of strings) is the Markdown table benchmarks/docs_tables.py writes
+    into the docs' region of the same name. Returns the results path."""
     if path:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w") as f:
@@ -100,6 +102,8 @@ def write_json(path, result, indent=1, name=None, argv=None):
         raise ValueError(f"name must be letters, digits, '_' or '-': "
                          f"{name!r}")
     record = {"name": name, **provenance(argv), "result": result}
+    if table is not None:
+        record.update(kind="table", table=table)
     os.makedirs(RESULTS, exist_ok=True)
     target = os.path.join(RESULTS, f"{name}.json")
     with open(target + ".tmp", "w") as f:

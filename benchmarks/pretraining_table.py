@@ -23,13 +23,14 @@ it runs on a directory in progress.
         --plot=docs/img/sst2_pretraining.png
 """
 
-import json
 import math
 import os
 
 from absl import app
 from absl import flags
 
+import docs_tables
+import machine
 import pretraining_cells as cells_lib
 
 FLAGS = flags.FLAGS
@@ -53,16 +54,35 @@ QU_COLUMN = {cells_lib.PLAIN: 0, "vanilla": 1, "probabilistic": 2,
              "denoising": 3}
 
 
-def summarize(values):
-    """{"n", "mean", "sd"} of a list of accuracies (sd: n - 1 in the
-    denominator, None below two values)."""
+def summarize(per_seed):
+    """{"n", "mean", "sd", "per_seed"} of {seed: accuracy} (sd: n - 1 in
+    the denominator, None below two values)."""
+    values = list(per_seed.values())
     n = len(values)
     if n == 0:
-        return {"n": 0, "mean": None, "sd": None}
+        return {"n": 0, "mean": None, "sd": None, "per_seed": {}}
     mean = sum(values) / n
     sd = (math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
           if n > 1 else None)
-    return {"n": n, "mean": mean, "sd": sd}
+    return {"n": n, "mean": mean, "sd": sd,
+            "per_seed": {str(k): per_seed[k] for k in sorted(per_seed)}}
+
+
+def paired(a, b):
+    """{seed: a's accuracy minus b's} over the seeds both finished (the
+    same fine-tuning seed: initialisation and order)."""
+    return {seed: a["per_seed"][seed] - b["per_seed"][seed]
+            for seed in a["per_seed"] if seed in b["per_seed"]}
+
+
+def sign_test(differences):
+    """Two-sided sign test p-value of the nonzero paired differences."""
+    signs = [d for d in differences if d != 0]
+    n, below = len(signs), sum(d < 0 for d in signs)
+    if n == 0:
+        return None
+    tail = sum(math.comb(n, k) for k in range(min(below, n - below) + 1))
+    return min(1.0, 2 * tail / 2 ** n)
 
 
 def difference(a, b):
@@ -94,7 +114,7 @@ def collect(output_dir):
             pretrained[cell.name] = (cell, metrics)
             continue
         key = (cell.eta, cell.mode, cell.encoder)
-        finetuned.setdefault(key, []).append(metrics["test_accuracy"])
+        finetuned.setdefault(key, {})[cell.seed] = metrics["test_accuracy"]
         majority = metrics["majority_test_accuracy"]
     plan = {"eta": sorted({c.eta for c in cells if c.eta is not None}),
             "mode": [m for m in cells_lib.MODES
@@ -130,9 +150,95 @@ def _qu(mode, qu_eta, encoder):
     return value, (None if encoder == cells_lib.PLAIN else value - row[0])
 
 
-def markdown(results):
+ACCURACY_COLUMNS = [
+    "MiniLM eta (tokens unchanged)", "Qu et al. eta (inversion)",
+    "encoder fine-tuned", "ours", "ours per seed",
+    "ours minus not pretrained (± se)", "the same seed minus not pretrained",
+    "Qu et al.", "Qu et al. minus Orig BERT"]
+
+
+def _per_seed(values):
+    return " / ".join(f"{v:+.3f}" if signed else f"{v:.3f}"
+                      for signed, v in values) or "-"
+
+
+def accuracy_table(results, mode):
+    """{"columns", "rows"}: one mode's accuracies (Qu et al.'s Table 6 or
+    7), per eta and encoder, per seed and paired with not pretrained."""
     budget, plan, accuracy = (results["budget"], results["plan"],
                               results["accuracy"])
+    rows = []
+    for eta in plan["eta"]:
+        qu_eta, share = cells_lib.MATCHED_ETAS.get(eta, (None, None))
+        ours_eta = f"{eta:g}" + ("" if share is None else f" ({share:.3f})")
+        theirs_eta = "-" if qu_eta is None else \
+            f"{qu_eta} ({cells_lib.QU_INVERSION[qu_eta]:.3f})"
+        plain = accuracy.get((eta, mode, cells_lib.PLAIN)) or summarize({})
+        for index, encoder in enumerate(plan["encoder"]):
+            stats = accuracy.get((eta, mode, encoder)) or summarize({})
+            mine = encoder == cells_lib.PLAIN
+            gain = (None, None) if mine else difference(stats, plain)
+            pairs = {} if mine else paired(stats, plain)
+            theirs, their_gain = _qu(mode, qu_eta, encoder)
+            rows.append([
+                ours_eta if index == 0 else "",
+                theirs_eta if index == 0 else "",
+                ENCODER_NAMES[encoder].format(preset=budget.preset),
+                _acc(stats),
+                _per_seed([(False, v) for v in stats["per_seed"].values()]),
+                _signed(*gain),
+                _per_seed([(True, v) for v in pairs.values()]),
+                "-" if theirs is None else f"{theirs:.4f}",
+                _signed(their_gain)])
+    return {"columns": ACCURACY_COLUMNS, "rows": rows}
+
+
+def runs_table(results):
+    """{"columns", "rows"}: the pretraining runs."""
+    rows = []
+    for name, (cell, metrics) in sorted(results["pretrained"].items()):
+        start, end = metrics["heldout"]["start"], metrics["heldout"]["end"]
+        rows.append([
+            name, str(metrics["steps"]),
+            f"{start['mlm_loss']:.2f} -> {end['mlm_loss']:.2f}",
+            f"{start['original_accuracy']:.3f} -> "
+            f"{end['original_accuracy']:.3f}",
+            f"{end['target_accuracy']:.3f}",
+            f"{metrics['examples_per_second'] or 0:.1f}",
+            f"{metrics['train_seconds_this_session'] / 60:.1f} "
+            f"({_steps_timed(metrics)})"])
+    return {"columns": [
+        "run", "steps", "held-out MLM loss (start -> end)",
+        "masked original-token accuracy (start -> end)",
+        "objective's target accuracy (end)", "examples/s",
+        "training minutes (steps timed)"], "rows": rows}
+
+
+def cost_table(results):
+    """{"columns", "rows"}: minutes per kind of cell."""
+    rows = [[kind, str(len(values)), f"{sum(values) / len(values) / 60:.1f}",
+             f"{sum(values) / 60:.0f}"]
+            for kind, values in sorted(results["seconds"].items())]
+    total = sum(sum(v) for v in results["seconds"].values())
+    rows.append(["all", str(sum(len(v) for v in results["seconds"].values())),
+                 "-", f"{total / 60:.0f}"])
+    return {"columns": ["cells", "finished", "minutes per cell",
+                        "total minutes"], "rows": rows}
+
+
+def tables(results):
+    """{result name: {"columns", "rows"}}: the docs' regions of the same
+    names (benchmarks/docs_tables.py)."""
+    found = {f"pretraining-{mode.replace('_', '-')}":
+             accuracy_table(results, mode) for mode in results["plan"]["mode"]}
+    found["pretraining-runs"] = runs_table(results)
+    found["pretraining-cost"] = cost_table(results)
+    return found
+
+
+def markdown(results):
+    budget, accuracy = results["budget"], results["accuracy"]
+    found = tables(results)
     lines = [f"{results['finished']} of {results['cells']} cells finished.",
              ""]
     reference = accuracy.get((None, None, cells_lib.PLAIN))
@@ -143,63 +249,24 @@ def markdown(results):
         f"(BERT-base, full training set, 3 epochs): {cells_lib.QU_NON_PRIVATE}."
         + (f" Majority class: {results['majority']:.3f}."
            if results["majority"] is not None else ""))
-    for mode in plan["mode"]:
+    for mode in results["plan"]["mode"]:
         lines += ["", f"{mode} (Qu et al. Table {cells_lib.QU_TABLES[mode]}"
                   "), SST-2 test accuracy, mean ± sd (seeds):", "",
-                  "| MiniLM eta (tokens unchanged) | Qu et al. eta "
-                  "(inversion) | encoder fine-tuned | ours | ours minus "
-                  "not pretrained (± se) | Qu et al. | Qu et al. minus "
-                  "Orig BERT |", "|---|---|---|---|---|---|---|"]
-        for eta in plan["eta"]:
-            qu_eta, share = cells_lib.MATCHED_ETAS.get(eta, (None, None))
-            ours_eta = f"{eta:g}" + ("" if share is None
-                                     else f" ({share:.3f})")
-            theirs_eta = "-" if qu_eta is None else \
-                f"{qu_eta} ({cells_lib.QU_INVERSION[qu_eta]:.3f})"
-            plain = accuracy.get((eta, mode, cells_lib.PLAIN))
-            for index, encoder in enumerate(plan["encoder"]):
-                stats = accuracy.get((eta, mode, encoder))
-                gain = (None, None) if encoder == cells_lib.PLAIN else \
-                    difference(stats or summarize([]), plain or summarize([]))
-                theirs, their_gain = _qu(mode, qu_eta, encoder)
-                name = ENCODER_NAMES[encoder].format(preset=budget.preset)
-                lines.append(
-                    f"| {ours_eta if index == 0 else ''} | "
-                    f"{theirs_eta if index == 0 else ''} | {name} | "
-                    f"{_acc(stats)} | {_signed(*gain)} | "
-                    f"{'-' if theirs is None else f'{theirs:.4f}'} | "
-                    f"{_signed(their_gain)} |")
+                  docs_tables.table_markdown(
+                      {"name": mode, "table": found[
+                          f"pretraining-{mode.replace('_', '-')}"]})]
     lines += ["", "Pretraining runs (held-out texts of the corpus):", "",
-              "| run | steps | held-out MLM loss (start -> end) | masked "
-              "original-token accuracy (start -> end) | objective's target "
-              "accuracy (end) | examples/s | training minutes (steps "
-              "timed) |", "|---|---|---|---|---|---|---|"]
-    for name, (cell, metrics) in sorted(results["pretrained"].items()):
-        start, end = metrics["heldout"]["start"], metrics["heldout"]["end"]
-        lines.append(
-            f"| {name} | {metrics['steps']} | {start['mlm_loss']:.2f} -> "
-            f"{end['mlm_loss']:.2f} | {start['original_accuracy']:.3f} -> "
-            f"{end['original_accuracy']:.3f} | "
-            f"{end['target_accuracy']:.3f} | "
-            f"{metrics['examples_per_second'] or 0:.1f} | "
-            f"{metrics['train_seconds_this_session'] / 60:.1f} "
-            f"({_steps_timed(metrics)}) |")
-    lines += ["", "A resumed run's examples/s and minutes are those of "
+              docs_tables.table_markdown(
+                  {"name": "runs", "table": found["pretraining-runs"]}),
+              "", "A resumed run's examples/s and minutes are those of "
               "the session that finished it (the steps timed); the earlier "
               "sessions' share is not in them.", "",
               "What the finished cells cost (wall minutes of their "
               "programs, start-up and evaluation included, summed over the "
               "program runs that ended; a run killed with its session "
               "recorded no time, so a resumed cell's total is too low):",
-              "", "| cells | finished | "
-              "minutes per cell | total minutes |", "|---|---|---|---|"]
-    for kind, values in sorted(results["seconds"].items()):
-        lines.append(f"| {kind} | {len(values)} | "
-                     f"{sum(values) / len(values) / 60:.1f} | "
-                     f"{sum(values) / 60:.0f} |")
-    total = sum(sum(v) for v in results["seconds"].values())
-    lines.append(f"| all | {sum(len(v) for v in results['seconds'].values())}"
-                 f" | - | {total / 60:.0f} |")
+              "", docs_tables.table_markdown(
+                  {"name": "cost", "table": found["pretraining-cost"]})]
     return "\n".join(lines)
 
 
@@ -294,6 +361,15 @@ def _jsonable(results):
             "accuracy": [{"eta": k[0], "mode": k[1], "encoder": k[2], **v}
                          for k, v in sorted(results["accuracy"].items(),
                                             key=str)],
+            "paired_with_not_pretrained": [
+                {"eta": k[0], "mode": k[1], "encoder": k[2],
+                 "per_seed": pairs,
+                 "sign_test_p": sign_test(list(pairs.values()))}
+                for k, v in sorted(results["accuracy"].items(), key=str)
+                if k[1] and k[2] != cells_lib.PLAIN
+                for pairs in [paired(v, results["accuracy"].get(
+                    (k[0], k[1], cells_lib.PLAIN)) or summarize({}))]],
+            "seconds": results["seconds"],
             "pretraining": {name: {"steps": m["steps"],
                                    "heldout": m["heldout"]["end"],
                                    "examples_per_second":
@@ -310,9 +386,13 @@ def main(argv):
     if FLAGS.markdown_out:
         with open(FLAGS.markdown_out, "w") as f:
             f.write(text + "\n")
-    if FLAGS.json_out:
-        with open(FLAGS.json_out, "w") as f:
-            json.dump(_jsonable(results), f, indent=2)
+    summary = _jsonable(results)
+    machine.write_json(FLAGS.json_out, summary, name="pretraining")
+    # One result per docs region (benchmarks/docs_tables.py writes them
+    # into docs/benchmarks.md), each with the summary it comes from.
+    for name, table in tables(results).items():
+        machine.write_json(None, {"from": "pretraining"}, name=name,
+                           table=table)
     if FLAGS.plot:
         os.makedirs(os.path.dirname(FLAGS.plot) or ".", exist_ok=True)
         plot(results, FLAGS.plot)

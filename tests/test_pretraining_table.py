@@ -87,12 +87,14 @@ def test_tables_of_a_directory_in_progress(in_progress):
     assert "test accuracy 0.810 ± 0.014 (2)" in text  # the reference
     rows = {line.split(" | ")[2]: line for line in text.splitlines()
             if line.startswith("| 81") or line.startswith("|  |")}
-    assert "| 0.510 ± 0.014 (2) | - | 0.5608 |" in rows[
+    assert "| 0.510 ± 0.014 (2) | 0.500 / 0.520 | - | - | 0.5608 |" in rows[
         "minilm, not pretrained"]
-    assert f"| 0.620 ± 0.028 (2) | +0.110 ± {error:.3f} | 0.7706 | +0.210 |" \
-        in rows["vanilla MLM"]
+    # Per seed, and paired with the same seed's run from MiniLM.
+    assert (f"| 0.620 ± 0.028 (2) | 0.600 / 0.640 | +0.110 ± {error:.3f} | "
+            "+0.100 / +0.120 | 0.7706 | +0.210 |") in rows["vanilla MLM"]
     # The clean-text control's fine-tuning never ran: shown as missing.
-    assert "| - | - | - | - |" in rows["clean-text MLM (control, no noise)"]
+    assert "| - | - | - | - | - | - |" in rows[
+        "clean-text MLM (control, no noise)"]
     pretrain = {line.split(" | ")[0][2:]: line for line in text.splitlines()
                 if line.startswith("| pretrain")}
     assert pretrain["pretrain_none"].endswith("| 10.0 (all 500 steps) |")
@@ -105,3 +107,28 @@ def test_tables_of_a_directory_in_progress(in_progress):
     assert "| pretrain token_rep vanilla | 1 | 2.5 | 2 |" in text
     assert "| finetune none | 1 | 0.5 | 0 |" in text
     assert "| all | 2 | - | 3 |" in text
+
+
+def test_the_tables_are_results_of_the_docs_regions(in_progress):
+    results = pretraining_table.collect(in_progress)
+    found = pretraining_table.tables(results)
+    assert sorted(found) == ["pretraining-cost", "pretraining-runs",
+                             "pretraining-token-rep"]
+    summary = pretraining_table._jsonable(results)
+    pairs = {(p["mode"], p["encoder"]): p
+             for p in summary["paired_with_not_pretrained"]}
+    vanilla = pairs[("token_rep", "vanilla")]
+    assert vanilla["per_seed"] == {"0": pytest.approx(0.10),
+                                   "1": pytest.approx(0.12)}
+    assert vanilla["sign_test_p"] == pytest.approx(0.5)  # 2 of 2: 2 / 4
+
+
+@pytest.mark.parametrize("differences, p", [
+    ([-0.016, -0.031, -0.059], 0.25),  # 3 of 3 below: 2 / 8
+    ([-0.1, 0.1, -0.2, 0.3], 1.0),
+    ([-0.1] * 5 + [0.2], 2 * 7 / 64),  # P(at most 1 of 6) twice
+    ([0.0, 0.0], None),
+])
+def test_sign_test_against_the_binomial_closed_form(differences, p):
+    found = pretraining_table.sign_test(differences)
+    assert found == (None if p is None else pytest.approx(p))
