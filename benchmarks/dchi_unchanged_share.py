@@ -12,6 +12,7 @@ regular tokens only (special tokens pass through and are not counted).
 
 import datetime
 import os
+import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -19,6 +20,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app
 from absl import flags
 from absl import logging
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("dataset", "sst2", "Dataset name.")
@@ -48,11 +52,17 @@ def main(argv):
           f"{datetime.date.today().isoformat()}")
     print("| eta | unchanged share | E||noise|| = n/eta |")
     print("|---|---|---|")
+    shares = {}
     for eta in FLAGS.eta:
         privatizer = offline.DChiCorpusPrivatizer(
             table, eta, tokenizer.special_token_ids, seed=FLAGS.seed)
         share = float((privatizer(ids) == ids).mean())
+        shares[f"{eta:g}"] = share
         print(f"| {eta:g} | {share:.3f} | {table.shape[1] / eta:.2f} |")
+    machine.write_json(None, {
+        "dataset": FLAGS.dataset, "sentences": len(texts),
+        "tokens": int(len(ids)), "preset": FLAGS.preset,
+        "unchanged_share": shares})
 
 
 if __name__ == "__main__":

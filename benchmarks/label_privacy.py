@@ -89,6 +89,10 @@ def main(argv):
                      f"{m['test_macro_f1']:.4f} | {changed} | {summary} |")
     table = "\n".join(lines)
     print(table)
+    machine.write_json(None, {"rows": [
+        {"labels": name, "test_accuracy": m["test_accuracy"],
+         "test_macro_f1": m["test_macro_f1"],
+         "label_privacy": m.get("label_privacy")} for name, m in rows]})
     if FLAGS.markdown:
         with open(FLAGS.markdown, "w") as f:
             f.write(table + "\n")

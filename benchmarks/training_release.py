@@ -227,6 +227,15 @@ def main(argv):
            f"{FLAGS.label_eta:g}):", ""] + _label_table()
         + ["", "Costs:", ""] + _costs())
     print(text)
+    # Every setting's accuracy per seed (None: not finished).
+    machine.write_json(None, {
+        "budget": {name: FLAGS[name].value for name in (
+            "dataset", "max_train_examples", "max_dev_examples", "epochs",
+            "max_length", "seeds")},
+        "test_accuracy_per_seed": {
+            name: [None if m is None else m["test_accuracy"]
+                   for m in (_metrics(name, s) for s in range(FLAGS.seeds))]
+            for name, _ in _settings()}})
     if FLAGS.markdown:
         os.makedirs(os.path.dirname(FLAGS.markdown) or ".", exist_ok=True)
         with open(FLAGS.markdown, "w") as f:
