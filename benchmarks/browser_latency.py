@@ -210,6 +210,14 @@ def report(models, times, rounds, whole, pipeline):
                            / np.array(rounds[(length, "python")]))
         print(f"| {length} | {model['randomness']['words']} | {web:.2f} | "
               f"{py:.2f} | {web / py:.2f} | {paired:.2f} |")
+    host.write_json(None, {
+        "ms": {f"{length} {where}": [float(t) for t in values]
+               for (length, where), values in times.items()},
+        "round_medians": {f"{length} {where}": values
+                          for (length, where), values in rounds.items()},
+        "whole_privatize_ms": {k: [float(t) for t in v]
+                               for k, v in whole.items()}},
+        name=f"browser_latency_{FLAGS.quantization}")
     web, py = np.median(whole["browser"]), np.median(whole["python"])
     tokens = int(pipeline.tokenizer([FLAGS.text])["padding_mask"]
                  .numpy().sum())

@@ -13,6 +13,7 @@ recipe.
 """
 
 import os
+import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -20,6 +21,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine as host  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("dataset", "trustpilot", "Dataset name.")
@@ -60,9 +64,15 @@ def main(argv):
     print(f"{dataset.name}: {len(y_train)} train / {len(y_test)} test; "
           f"majority class {majority:.4f} on test")
     print("| probe | test accuracy | test macro-F1 |\n|---|---|---|")
+    result = {"dataset": dataset.name, "train": len(y_train),
+              "test": len(y_test), "majority": float(majority),
+              "probes": {}, "words": {}}
     for weight in (None, "balanced"):
         probe = LogisticRegression(max_iter=2000, class_weight=weight)
         predicted = probe.fit(x_train, y_train).predict(x_test)
+        result["probes"][str(weight)] = {
+            "accuracy": float((predicted == y_test).mean()),
+            "macro_f1": float(metrics.macro_f1(y_test, predicted))}
         print(f"| logistic regression, class_weight={weight} | "
               f"{(predicted == y_test).mean():.4f} | "
               f"{metrics.macro_f1(y_test, predicted):.4f} |")
@@ -72,8 +82,11 @@ def main(argv):
     for word in FLAGS.words:
         hit = np.array([word in t for t in texts])
         if hit.any():
+            result["words"][word] = {"texts": int(hit.sum()),
+                                     "mean_label": float(labels[hit].mean())}
             print(f"| {word} | {hit.sum()} | {labels[hit].mean():.2f} |")
     print(f"| (all) | {len(labels)} | {labels.mean():.2f} |")
+    host.write_json(None, result, name=f"label_signal_{dataset.name}")
 
 
 if __name__ == "__main__":

@@ -85,6 +85,13 @@ def result_name(argv=None):
     return os.path.splitext(os.path.basename(argv[0]))[0]
 
 
+def _plain(value):
+    """A numpy scalar or array as the Python value JSON can hold."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
 def write_json(path, result, indent=1, name=None, argv=None, table=None):
     """Writes `result` to `path` as JSON (when `path` is given), creating
     its folder, and always to benchmarks/results/<name>.json inside the
@@ -96,7 +103,7 @@ def write_json(path, result, indent=1, name=None, argv=None, table=None):
     if path:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w") as f:
-            json.dump(result, f, indent=indent)
+            json.dump(result, f, indent=indent, default=_plain)
     name = name or result_name(argv)
     if not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"name must be letters, digits, '_' or '-': "
@@ -107,7 +114,7 @@ def write_json(path, result, indent=1, name=None, argv=None, table=None):
     os.makedirs(RESULTS, exist_ok=True)
     target = os.path.join(RESULTS, f"{name}.json")
     with open(target + ".tmp", "w") as f:
-        json.dump(record, f, indent=1, sort_keys=True)
+        json.dump(record, f, indent=1, sort_keys=True, default=_plain)
         f.write("\n")
     os.replace(target + ".tmp", target)
     return target

@@ -274,8 +274,13 @@ def main(argv):
     command = ".venv/bin/python benchmarks/seed_recovery.py"
     text = _fragment(rows, setup, command, _cpu_name(),
                      datetime.date.today().isoformat())
-    text += "\n" + _java_section(
-        _java_rows(dimension, epsilon, FLAGS.repeats), setup) + "\n"
+    java = _java_rows(dimension, epsilon, FLAGS.repeats)
+    text += "\n" + _java_section(java, setup) + "\n"
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import machine as host
+
+    host.write_json(None, {"setup": setup, "tflite_seed": rows,
+                           "java_util_random": java})
     print(text)
     if FLAGS.fragment:
         os.makedirs(os.path.dirname(FLAGS.fragment) or ".", exist_ok=True)

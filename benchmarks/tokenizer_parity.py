@@ -117,6 +117,12 @@ def main(argv):
     print(f"\nEvery code point between two letters (words after "
           f"case folding): {differ(expected, got)} of {len(points)} differ "
           "(JavaScript vs TensorFlow).")
+    host.write_json(None, {
+        "strings": len(texts),
+        "ids_differ": [{"implementation": name, "count": count,
+                        "note": note} for name, count, note in rows],
+        "code_points": len(points),
+        "code_point_words_differ_in_node": differ(expected, got)})
 
 
 if __name__ == "__main__":

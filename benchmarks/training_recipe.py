@@ -15,6 +15,7 @@ is read back instead of trained again, so an interrupted benchmark resumes.
 """
 
 import os
+import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -22,6 +23,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app
 from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine as host  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_root", "runs/recipe", "Where the runs go (one "
@@ -92,13 +96,15 @@ def main(argv):
     if unknown:
         raise app.UsageError(f"--cells: unknown {unknown}; known: "
                              f"{sorted(configs)}.")
-    rows = []
+    rows, found = [], {}
     for name in FLAGS.cells:
         metrics, seconds = run_cell(name, configs[name])
         rows.append(row(name, metrics, seconds))
+        found[name] = {"metrics": metrics, "seconds": seconds}
         print(f"\n{name}: " + rows[-1], flush=True)
     print("\n" + HEADER)
     print("\n".join(rows))
+    host.write_json(None, found)
 
 
 if __name__ == "__main__":
