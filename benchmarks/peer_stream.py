@@ -28,6 +28,14 @@ lines, or once for everything. Here:
   one text broadcasts a (words, |V|, 300) float64 array (MemoryError for
   400 words: 32 GB); mldp-text loops over words. So every call size of
   ours is compared with the same fastest peer of that mechanism.
+- Rounds: ours (every call size) and the peers alternate,
+  `--interleaved_rounds`
+  times per mechanism (at least 5 for a verdict; ours first in the even
+  rounds, the peers first in the odd ones), so a change of the machine's
+  load falls on both. Each call size's ratio to the round's fastest peer
+  is reported as its median and range, and the verdict against
+  `--target` is met / not met only when every round is on one side
+  (benchmarks/speed_verdict.py); otherwise "within noise".
 
 Run pinned to one core (`taskset -c N`), one thread for every side:
 
@@ -36,19 +44,21 @@ Run pinned to one core (`taskset -c N`), one thread for every side:
         --mldp_python=.venv-mldp/bin/python \\
         --pantera_python=.venv-pantera/bin/python \\
         --pantera_np1_python=.venv-pantera-np1/bin/python \\
-        --eta=20 --epsilon=3 --json_out=runs/peers/stream.json
+        --eta=20 --epsilon=3 --interleaved_rounds=5 --target=20
 
 (`make mldp-venv pantera-venv pantera-np1-venv` first; pyPANTERA's CusText
 fails with numpy >= 2, so its rows come from the numpy 1.26 venv.)
 `--search_index=pq` (or hnsw) gives our dchi and vickrey_dchi an
 approximate index, as mldp-text's IVF search is; `--profile` adds where
 our calls spend their CPU time (cProfile).
-Prints Markdown (machine, date, versions first).
+Prints Markdown (machine, date, versions first) and writes
+benchmarks/results/peer_stream.json (every round's rates).
 """
 
 import datetime
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -60,6 +70,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 
 from benchmarks import machine  # noqa: E402
 from benchmarks import peer_mechanisms as pm  # noqa: E402
+from benchmarks import speed_verdict  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("sst2", os.path.join(
@@ -89,6 +100,15 @@ flags.DEFINE_enum("search_index", "exact", ["exact", "pq", "hnsw"],
                   "(the registry entries'), or an approximate one "
                   "(`index=` of DChiCorpusPrivatizer and "
                   "VickreyCorpusPrivatizer), as mldp-text's IVF search is.")
+flags.DEFINE_integer("interleaved_rounds", speed_verdict.MIN_ROUNDS,
+                     "Interleaved "
+                     "rounds of ours and the peers per mechanism (ours "
+                     "first in the even rounds, the peers in the odd "
+                     "ones); a verdict needs at least "
+                     f"{speed_verdict.MIN_ROUNDS}.", lower_bound=1)
+flags.DEFINE_float("target", 20.0, "The target of ours / the fastest "
+                   "peer's words/s: met or not met only when every "
+                   "round's ratio is on one side.", lower_bound=0.0)
 flags.DEFINE_string("pantera_np1_python", None, "python of "
                     ".venv-pantera-np1 (pyPANTERA with numpy 1.26): its "
                     "CusText runs there.")
@@ -233,7 +253,8 @@ def main(argv):
                   "mechanisms", "eta", "epsilon", "tg_epsilon", "lam", "t",
                   "top_k", "beta", "threads", "warm_tokens",
                   "window_tokens", "stream_seconds", "call_sizes",
-                  "clock", "search_index", "profile")},
+                  "clock", "search_index", "profile",
+                  "interleaved_rounds", "target")},
               "load_average_start": os.getloadavg(),
               "rows": []}
     print(json.dumps(result["stream"]), flush=True)
@@ -267,18 +288,9 @@ def _offline(entry, settings, name):
         settings.table, settings.value, t=settings.options["t"], **common)
 
 
-def _mechanism(name, table, words, index, warm, window, peers):
-    entry, settings = pm._ours(name, table, words)
-    start = time.perf_counter()
-    privatizer = _offline(entry, settings, name)
-    row = {"mechanism": name, "build_s": time.perf_counter() - start,
-           "search_index": getattr(privatizer, "index_kind", None),
-           "ours": {}, "peers": []}
-    for size in FLAGS.call_sizes:
-        row["ours"][size] = ours(privatizer, warm, window, size, index)
-        print(json.dumps({"mechanism": name, "size": size, **{
-            k: v for k, v in row["ours"][size].items() if k != "calls"}},
-            default=str), flush=True)
+def _peer_runs(name, table, peers):
+    """[(peer, record)] of the peers that run `name`, each built once."""
+    runs = []
     for library, cls in pm.PEERS.get(name, {}).items():
         key = library
         if library == "pyPANTERA" and cls == "CusText" and \
@@ -286,44 +298,91 @@ def _mechanism(name, table, words, index, warm, window, peers):
             key = "pyPANTERA-np1"
         if key not in peers:
             continue
-        peer = peers[key]
         params = pm._peer_params(
             name, library, pm._tg_calibration(table)
             if name == "truncated_gumbel" else None)
         if library == "mldp-text" and name != "tem":
             params["use_faiss"] = True
-        modes = {"word": window} if library == "mldp-text" else {
-            "sentence": window}
-        for mode, texts in modes.items():
-            build = peer.ask(op="build", name=cls, params=dict(params))
-            cached = (library, cls) in _CACHED_PEERS
-            answer = peer.ask(op="stream", texts=texts,
-                              warm=warm if cached else [],
-                              seconds=FLAGS.stream_seconds)
-            record = {"peer": f"{key} {cls}", "mode": mode,
-                      "warmed": cached, "build_s": build.get("build_s")}
-            if "error" in answer:
-                record["error"] = answer["error"]
-            else:
-                spent = answer["cpu_seconds"] if FLAGS.clock == "process" \
-                    else answer["seconds"]
-                record.update(tokens=answer["tokens"],
-                              seconds=answer["seconds"],
-                              cpu_seconds=answer["cpu_seconds"],
-                              words_per_s=answer["tokens"] / spent)
-            row["peers"].append(record)
-            print(json.dumps({"mechanism": name, **record}), flush=True)
-    fastest = max((p for p in row["peers"] if "words_per_s" in p),
-                  key=lambda p: p["words_per_s"], default=None)
-    if fastest is not None:
-        row["fastest_peer"] = fastest
-        for size, mine in row["ours"].items():
-            mine["on_peer_tokens"] = rate_over(mine["calls"],
-                                               fastest["tokens"])
-            mine["ratio"] = mine["words_per_s"] / fastest["words_per_s"]
-            mine["ratio_on_peer_tokens"] = (mine["on_peer_tokens"]
-                                            / fastest["words_per_s"])
+        build = peers[key].ask(op="build", name=cls, params=dict(params))
+        runs.append((peers[key], {
+            "peer": f"{key} {cls}",
+            "mode": "word" if library == "mldp-text" else "sentence",
+            "warmed": (library, cls) in _CACHED_PEERS,
+            "build_s": build.get("build_s")}))
+    return runs
+
+
+def _peers_round(runs, warm, window):
+    """One timed stream of each peer: its records with words/s."""
+    records = []
+    for peer, base in runs:
+        answer = peer.ask(op="stream", texts=window,
+                          warm=warm if base["warmed"] else [],
+                          seconds=FLAGS.stream_seconds)
+        record = dict(base)
+        if "error" in answer:
+            record["error"] = answer["error"]
+        else:
+            spent = answer["cpu_seconds"] if FLAGS.clock == "process" \
+                else answer["seconds"]
+            record.update(tokens=answer["tokens"], seconds=answer["seconds"],
+                          cpu_seconds=answer["cpu_seconds"],
+                          words_per_s=answer["tokens"] / spent)
+        records.append(record)
+    return records
+
+
+def _mechanism(name, table, words, index, warm, window, peers):
+    """Ours at every call size and each peer, in --interleaved_rounds
+    rounds (ours first in the even rounds, the peers first in the odd
+    ones), and per call size the ratio to the round's fastest peer: its
+    median, range and verdict against FLAGS.target (speed_verdict)."""
+    entry, settings = pm._ours(name, table, words)
+    start = time.perf_counter()
+    privatizer = _offline(entry, settings, name)
+    row = {"mechanism": name, "build_s": time.perf_counter() - start,
+           "search_index": getattr(privatizer, "index_kind", None),
+           "rounds": [], "verdict": {}}
+    runs = _peer_runs(name, table, peers)
+
+    def ours_round():
+        return {size: ours(privatizer, warm, window, size, index)
+                for size in FLAGS.call_sizes}
+
+    for number in range(FLAGS.interleaved_rounds):
+        if number % 2 == 0:
+            mine, theirs = ours_round(), _peers_round(runs, warm, window)
+        else:
+            theirs = _peers_round(runs, warm, window)
+            mine = ours_round()
+        fastest = max((p for p in theirs if "words_per_s" in p),
+                      key=lambda p: p["words_per_s"], default=None)
+        for size, rate in mine.items():
+            if fastest is not None:
+                rate["on_peer_tokens"] = rate_over(rate["calls"],
+                                                   fastest["tokens"])
+            del rate["calls"]  # the JSON keeps rates, not every call
+        row["rounds"].append({"ours": mine, "peers": theirs,
+                              "fastest_peer": fastest})
+        print(json.dumps({"mechanism": name, "round": number, "ours": {
+            size: round(rate["words_per_s"]) for size, rate in mine.items()},
+            "peers": {p["peer"]: p.get("words_per_s", p.get("error"))
+                      for p in theirs}}, default=str), flush=True)
+    if all(r["fastest_peer"] for r in row["rounds"]):
+        for size in FLAGS.call_sizes:
+            # Ours over the whole window, or over as many tokens as the
+            # peer got through: the smaller (caches favour the longer).
+            pairs = [(min(r["ours"][size]["words_per_s"],
+                          r["ours"][size]["on_peer_tokens"]),
+                      r["fastest_peer"]["words_per_s"])
+                     for r in row["rounds"]]
+            row["verdict"][size] = speed_verdict.summary(pairs,
+                                                         FLAGS.target)
     return row
+
+
+def _median(values):
+    return statistics.median(values) if values else None
 
 
 def markdown(result):
@@ -336,33 +395,47 @@ def markdown(result):
              f"({s['sentences_warm']:,} sentences), window "
              f"{s['tokens_window']:,} tokens ({s['sentences_window']:,} "
              f"sentences, {s['distinct_window']:,} distinct words)", "",
-             "| mechanism | sentences per call | ours words/s | ours on the "
-             "peer's tokens | fastest peer (mode) | peer words/s | ours / "
-             "peer |", "|---|---|---|---|---|---|---|"]
+             "Medians over the interleaved rounds; the ratio's range is "
+             "its lowest and highest round.", "",
+             "| mechanism | sentences per call | ours words/s | fastest peer "
+             "(mode) | peer words/s | ours / peer: median (range, rounds) "
+             f"| target {result['flags']['target']:g}x |",
+             "|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
-        fastest = row.get("fastest_peer")
-        for size, mine in row["ours"].items():
-            if fastest is None:
-                lines.append(f"| {row['mechanism']} | {size} | "
-                             f"{mine['words_per_s']:,.0f} | - | - | - | - |")
+        rounds = row["rounds"]
+        fastest = rounds[0]["fastest_peer"] if rounds else None
+        peer_rate = _median([r["fastest_peer"]["words_per_s"]
+                             for r in rounds if r["fastest_peer"]])
+        for size in (rounds[0]["ours"] if rounds else ()):
+            mine = _median([r["ours"][size]["words_per_s"] for r in rounds])
+            verdict = row["verdict"].get(size)
+            if fastest is None or verdict is None:
+                lines.append(f"| {row['mechanism']} | {size} | {mine:,.0f} "
+                             "| - | - | - | - |")
                 continue
-            ratio = min(mine["ratio"], mine["ratio_on_peer_tokens"])
             lines.append(
-                f"| {row['mechanism']} | {size} | "
-                f"{mine['words_per_s']:,.0f} | "
-                f"{mine['on_peer_tokens']:,.0f} | {fastest['peer']} "
-                f"({fastest['mode']}) | {fastest['words_per_s']:,.1f} | "
-                f"{ratio:,.0f}x |")
-    lines += ["", "| mechanism | peer | mode | warmed | tokens | words/s |",
-              "|---|---|---|---|---|---|"]
+                f"| {row['mechanism']} | {size} | {mine:,.0f} | "
+                f"{fastest['peer']} ({fastest['mode']}) | {peer_rate:,.1f} "
+                f"| {verdict['median']:,.1f}x ({verdict['low']:,.1f}-"
+                f"{verdict['high']:,.1f}, {verdict['rounds']}) | "
+                f"{verdict['verdict']} |")
+    lines += ["", "| mechanism | peer | mode | warmed | words/s: median "
+              "(range, rounds) |", "|---|---|---|---|---|"]
     for row in result["rows"]:
-        for p in row["peers"]:
+        by_peer = {}
+        for r in row["rounds"]:
+            for p in r["peers"]:
+                by_peer.setdefault(p["peer"], []).append(p)
+        for name, records in by_peer.items():
+            rates = [p["words_per_s"] for p in records if "words_per_s" in p]
+            errors = [p["error"] for p in records if "error" in p]
+            first = records[0]
             lines.append(
-                f"| {row['mechanism']} | {p['peer']} | {p['mode']} | "
-                f"{'yes' if p['warmed'] else 'no cache'} | "
-                f"{p.get('tokens', '-')} | "
-                + (f"{p['words_per_s']:,.1f}" if "words_per_s" in p
-                   else f"failed: `{p['error']}`") + " |")
+                f"| {row['mechanism']} | {name} | {first['mode']} | "
+                f"{'yes' if first['warmed'] else 'no cache'} | "
+                + (f"{_median(rates):,.1f} ({min(rates):,.1f}-"
+                   f"{max(rates):,.1f}, {len(rates)})" if rates else
+                   f"failed: `{errors[0]}`") + " |")
     return "\n".join(lines)
 
 
