@@ -69,6 +69,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
 from benchmarks import machine  # noqa: E402
+from benchmarks import docs_tables  # noqa: E402
 from benchmarks import peer_mechanisms as pm  # noqa: E402
 from benchmarks import speed_verdict  # noqa: E402
 
@@ -267,6 +268,10 @@ def main(argv):
             peer.close()
     result["load_average_end"] = os.getloadavg()
     machine.write_json(FLAGS.json_out, result)
+    # The docs' table (benchmarks/docs_tables.py writes it there).
+    suffix = "" if FLAGS.search_index == "exact" else f"-{FLAGS.search_index}"
+    machine.write_json(None, {"from": "peer_stream"},
+                       name=f"peer-stream{suffix}", table=stream_table(result))
     print(markdown(result))
 
 
@@ -385,6 +390,36 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
+def stream_table(result):
+    """{"columns", "rows"}: per mechanism and call size, the medians of
+    ours and of the fastest peer, the ratio's median and range over the
+    rounds, and the verdict (the docs' region peer-stream)."""
+    rows = []
+    for row in result["rows"]:
+        rounds = row["rounds"]
+        fastest = rounds[0]["fastest_peer"] if rounds else None
+        peer_rate = _median([r["fastest_peer"]["words_per_s"]
+                             for r in rounds if r["fastest_peer"]])
+        for size in (rounds[0]["ours"] if rounds else ()):
+            mine = _median([r["ours"][size]["words_per_s"] for r in rounds])
+            verdict = row["verdict"].get(size)
+            if fastest is None or verdict is None:
+                rows.append([row["mechanism"], size, f"{mine:,.0f}", "-",
+                             "-", "-", "-"])
+                continue
+            rows.append([
+                row["mechanism"], size, f"{mine:,.0f}",
+                f"{fastest['peer']} ({fastest['mode']})", f"{peer_rate:,.1f}",
+                f"{verdict['median']:,.1f}x ({verdict['low']:,.1f}-"
+                f"{verdict['high']:,.1f}, {verdict['rounds']})",
+                verdict["verdict"]])
+    return {"columns": [
+        "mechanism", "sentences per call", "ours words/s",
+        "fastest peer (mode)", "peer words/s",
+        "ours / peer: median (range, rounds)",
+        f"target {result['flags']['target']:g}x"], "rows": rows}
+
+
 def markdown(result):
     s = result["stream"]
     lines = [f"Machine: {result['machine']}; date: {result['date']}; "
@@ -397,28 +432,8 @@ def markdown(result):
              f"sentences, {s['distinct_window']:,} distinct words)", "",
              "Medians over the interleaved rounds; the ratio's range is "
              "its lowest and highest round.", "",
-             "| mechanism | sentences per call | ours words/s | fastest peer "
-             "(mode) | peer words/s | ours / peer: median (range, rounds) "
-             f"| target {result['flags']['target']:g}x |",
-             "|---|---|---|---|---|---|---|"]
-    for row in result["rows"]:
-        rounds = row["rounds"]
-        fastest = rounds[0]["fastest_peer"] if rounds else None
-        peer_rate = _median([r["fastest_peer"]["words_per_s"]
-                             for r in rounds if r["fastest_peer"]])
-        for size in (rounds[0]["ours"] if rounds else ()):
-            mine = _median([r["ours"][size]["words_per_s"] for r in rounds])
-            verdict = row["verdict"].get(size)
-            if fastest is None or verdict is None:
-                lines.append(f"| {row['mechanism']} | {size} | {mine:,.0f} "
-                             "| - | - | - | - |")
-                continue
-            lines.append(
-                f"| {row['mechanism']} | {size} | {mine:,.0f} | "
-                f"{fastest['peer']} ({fastest['mode']}) | {peer_rate:,.1f} "
-                f"| {verdict['median']:,.1f}x ({verdict['low']:,.1f}-"
-                f"{verdict['high']:,.1f}, {verdict['rounds']}) | "
-                f"{verdict['verdict']} |")
+             docs_tables.table_markdown({"name": "peer-stream",
+                                         "table": stream_table(result)})]
     lines += ["", "| mechanism | peer | mode | warmed | words/s: median "
               "(range, rounds) |", "|---|---|---|---|---|"]
     for row in result["rows"]:
