@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
 from benchmarks import machine  # noqa: E402
+from benchmarks import speed_verdict  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("glove", None, "GloVe word2vec text file.",
@@ -51,7 +52,13 @@ flags.DEFINE_float("epsilon", 10.0, "Madlib's epsilon (eta).")
 flags.DEFINE_float("brr_epsilon", 0.789, "BRR's epsilon per bit.")
 flags.DEFINE_integer("num_words", 10000, "Ids per round.", lower_bound=1)
 flags.DEFINE_integer("batch_words", 1024, "Ids per call.", lower_bound=1)
-flags.DEFINE_integer("rounds", 5, "Timed rounds (median).", lower_bound=1)
+flags.DEFINE_integer("rounds", speed_verdict.MIN_ROUNDS, "Timed rounds "
+                     "(median; every part in each, in reverse order in the "
+                     "odd ones); a verdict needs at least "
+                     f"{speed_verdict.MIN_ROUNDS}.", lower_bound=1)
+flags.DEFINE_float("target", 5.0, "Target of Madlib's CPU time per word "
+                   "over BRR's: met or not met only when every round's "
+                   "ratio is on one side.", lower_bound=0.0)
 flags.DEFINE_integer("threads", 1, "Threads of numpy, BLAS and FAISS.",
                      lower_bound=1)
 flags.DEFINE_string("json_out", None, "Also write the results as JSON.")
@@ -130,8 +137,9 @@ def main(argv):
     for run in runs.values():  # warm-up
         run()
     seconds = {name: [] for name in runs}
-    for _ in range(FLAGS.rounds):
-        for name, run in runs.items():
+    for number in range(FLAGS.rounds):
+        order = list(runs.items())
+        for name, run in (order if number % 2 == 0 else order[::-1]):
             start = time.process_time()
             run()
             seconds[name].append(time.process_time() - start)
@@ -149,7 +157,7 @@ def main(argv):
         "versions": machine.versions(["numpy", "faiss-cpu"]),
         "flags": {n: FLAGS[n].value for n in (
             "epsilon", "brr_epsilon", "num_words", "batch_words", "rounds",
-            "threads")},
+            "threads", "target")},
         "vocabulary": len(words), "bits": brr.num_bits,
         "load_average": os.getloadavg(),
         "us_per_word": us,
@@ -157,6 +165,11 @@ def main(argv):
         "words_per_s": {"brr": 1e6 / us["brr_call"],
                         "madlib": 1e6 / us["madlib_call"]},
         "ratio": us["madlib_call"] / us["brr_call"],
+        # Per round: BRR's words/s over Madlib's, the median, the range and
+        # the verdict against --target.
+        "verdict": speed_verdict.summary(
+            [(1 / brr_s, 1 / madlib_s) for brr_s, madlib_s in zip(
+                seconds["brr_call"], seconds["madlib_call"])], FLAGS.target),
         # The floor of this design: BRR with nothing but FAISS's k = 1
         # binary scan, beside the whole Madlib call.
         "ratio_if_brr_were_its_k1_scan": us["madlib_call"]
@@ -177,7 +190,9 @@ def markdown(result):
     lines += ["", f"BRR {result['words_per_s']['brr']:,.0f} words/s, Madlib "
               f"{result['words_per_s']['madlib']:,.0f} words/s: "
               f"{result['ratio']:.2f}x; Madlib over BRR's k = 1 scan alone: "
-              f"{result['ratio_if_brr_were_its_k1_scan']:.2f}x"]
+              f"{result['ratio_if_brr_were_its_k1_scan']:.2f}x",
+              "BRR over Madlib per round: "
+              + speed_verdict.describe(result["verdict"])]
     return "\n".join(lines)
 
 
