@@ -161,6 +161,16 @@ def _written_forms(value):
     return forms
 
 
+def unbacked_in_text(text, sources, settings=(), results=RESULTS):
+    """The numbers of `text` that none of the results `sources` holds
+    (after rounding) and that are not among `settings`."""
+    backed = {round(float(v), 9) for v in settings}
+    for source in sources:
+        for value in _all_numbers(load(source, results)):
+            backed |= _written_forms(value)
+    return sorted(v for v in numbers(text) if v not in backed)
+
+
 def unbacked_numbers(record, results=RESULTS):
     """[(row index, number)] for each number of a row with "sources" that
     none of its sources holds (after rounding), and each source that is

@@ -121,3 +121,14 @@ def test_write_json_keeps_the_result_with_its_provenance(tmp_path,
         assert json.load(f) == {"rate": [1.0, 2.0]}
     with pytest.raises(ValueError, match="name"):
         machine.write_json(None, {}, name="../escape")
+
+
+def test_the_readme_pretraining_summary_has_json_behind_every_number():
+    text = _read("README.md")
+    start = text.index("- [Privacy-adaptive pretraining]")
+    paragraph = text[start:text.index("\n- [", start + 1)]
+    paragraph = paragraph.split("([benchmark](")[0]  # the link's anchor
+    assert docs_tables.unbacked_in_text(paragraph, [
+        "pretraining-token-rep", "pretraining-text-to-text",
+        "pretraining-summary", "pretraining-runs",
+        "pretraining-budget"]) == []
