@@ -148,11 +148,14 @@ def _all_numbers(value):
 
 
 def _written_forms(value):
-    """The ways a number of a JSON value may be written in a row: itself,
-    rounded to 4 decimals down to thousands (either way at a half), in
-    thousands (k) or millions (M), as a percentage."""
+    """The ways a number of a JSON value may be written in a row: rounded
+    to 4 decimals down to thousands (either way at a half); a share (at
+    most 1) as a percentage; a count of 100,000 or more in millions
+    (3.5 M)."""
+    scales = [1] + ([100] if value <= 1 else []) + (
+        [1e-6] if value >= 1e5 else [])
     forms = {value}
-    for scale in (1, 100, 1e-3, 1e-6):
+    for scale in scales:
         exact = decimal.Decimal(repr(value * scale))
         for digits in range(-3, 5):
             step = decimal.Decimal(1).scaleb(-digits)
