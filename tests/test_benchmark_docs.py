@@ -132,3 +132,14 @@ def test_the_readme_pretraining_summary_has_json_behind_every_number():
         "pretraining-token-rep", "pretraining-text-to-text",
         "pretraining-summary", "pretraining-runs",
         "pretraining-budget"]) == []
+
+
+def test_every_committed_result_says_where_it_comes_from():
+    names = sorted(n[:-len(".json")] for n in os.listdir(docs_tables.RESULTS)
+                   if n.endswith(".json"))
+    assert names
+    for name in names:
+        record = docs_tables.load(name)
+        assert record["name"] == name
+        missing = [k for k in PROVENANCE_KEYS if k not in record]
+        assert not missing, f"{name}.json lacks {missing}"
