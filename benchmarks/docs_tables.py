@@ -9,13 +9,15 @@ between two markers:
     <!-- END generated -->
 
 and NAME is a file of benchmarks/results/ (NAME.json). Its "kind" says how
-it is written: "table" (its rows as the docs show them; the kind of every
-result transcribed from the docs after its raw runs were lost) or
-"pretraining" (benchmarks/pretraining_table.py's summary: per-seed values
-where they were recorded). `make benchmark-docs` rewrites every region;
+it is written: "table" results hold their rows as the docs show them
+(what a benchmark writes with `machine.write_json(..., table=...)`, e.g.
+benchmarks/pretraining_table.py with per-seed values, and every result
+transcribed from the docs after its raw runs were lost); "values" results
+hold numbers that rows cite but no region shows. `make benchmark-docs`
+rewrites every region;
 `--check` writes nothing and fails, naming each region, where a committed
-region differs from what its JSON gives (tests/test_benchmark_docs.py runs
-it).
+region differs from what its JSON gives (tests/test_benchmark_docs.py
+checks the same).
 
 A "table" result may name, per row, the results its numbers come from
 ("sources"): `unbacked_numbers` lists each number of such a row (the
@@ -94,13 +96,8 @@ def render(name, results=RESULTS):
     kind = record.get("kind", "table")
     if kind == "table":
         return table_markdown(record)
-    if kind == "pretraining":
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import pretraining_report
-
-        return pretraining_report.markdown(record["result"],
-                                           record.get("part", "all"))
-    raise ValueError(f"{name}: unknown kind {kind!r}")
+    raise ValueError(f"{name}: kind {kind!r} has no table (only \"table\" "
+                     f"results are written into the docs)")
 
 
 def regenerate(text, results=RESULTS):

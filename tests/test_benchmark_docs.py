@@ -79,6 +79,8 @@ def test_a_changed_result_makes_its_table_stale(tmp_path):
     assert docs_tables.regenerate_one(text, "headline", str(results)) != text
     assert docs_tables.regenerate_one(text, "pretraining-cost",
                                       str(results)) == text
+    assert docs_tables.main(["--check", "--results", str(results)]) == 1
+    assert docs_tables.main(["--check"]) == 0
 
 
 def test_a_number_no_source_holds_is_reported():
