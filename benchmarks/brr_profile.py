@@ -52,13 +52,10 @@ flags.DEFINE_float("epsilon", 10.0, "Madlib's epsilon (eta).")
 flags.DEFINE_float("brr_epsilon", 0.789, "BRR's epsilon per bit.")
 flags.DEFINE_integer("num_words", 10000, "Ids per round.", lower_bound=1)
 flags.DEFINE_integer("batch_words", 1024, "Ids per call.", lower_bound=1)
-flags.DEFINE_integer("rounds", speed_verdict.MIN_ROUNDS, "Timed rounds "
-                     "(median; every part in each, in reverse order in the "
-                     "odd ones); a verdict needs at least "
-                     f"{speed_verdict.MIN_ROUNDS}.", lower_bound=1)
-flags.DEFINE_float("target", 5.0, "Target of Madlib's CPU time per word "
-                   "over BRR's: met or not met only when every round's "
-                   "ratio is on one side.", lower_bound=0.0)
+# Timed rounds: every part in each (median), in reverse order in the odd
+# ones.
+speed_verdict.define_flags("rounds", 5.0,
+                           "Madlib's CPU time per word over BRR's")
 flags.DEFINE_integer("threads", 1, "Threads of numpy, BLAS and FAISS.",
                      lower_bound=1)
 flags.DEFINE_string("json_out", None, "Also write the results as JSON.")

@@ -101,15 +101,10 @@ flags.DEFINE_enum("search_index", "exact", ["exact", "pq", "hnsw"],
                   "(the registry entries'), or an approximate one "
                   "(`index=` of DChiCorpusPrivatizer and "
                   "VickreyCorpusPrivatizer), as mldp-text's IVF search is.")
-flags.DEFINE_integer("interleaved_rounds", speed_verdict.MIN_ROUNDS,
-                     "Interleaved "
-                     "rounds of ours and the peers per mechanism (ours "
-                     "first in the even rounds, the peers in the odd "
-                     "ones); a verdict needs at least "
-                     f"{speed_verdict.MIN_ROUNDS}.", lower_bound=1)
-flags.DEFINE_float("target", 20.0, "The target of ours / the fastest "
-                   "peer's words/s: met or not met only when every "
-                   "round's ratio is on one side.", lower_bound=0.0)
+# Rounds of ours and the peers per mechanism: ours first in the even
+# rounds, the peers in the odd ones.
+speed_verdict.define_flags("interleaved_rounds", 20.0,
+                           "ours / the fastest peer's words/s")
 flags.DEFINE_string("pantera_np1_python", None, "python of "
                     ".venv-pantera-np1 (pyPANTERA with numpy 1.26): its "
                     "CusText runs there.")

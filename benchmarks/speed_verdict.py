@@ -92,6 +92,24 @@ def single_run_verdict(ratio, target, higher_is_better=True,
     return verdict(ratio / spread, ratio * spread, target, higher_is_better)
 
 
+def define_flags(rounds_flag, target, ratio, flag_values=None):
+    """A speed benchmark's two flags: `rounds_flag` (interleaved rounds,
+    MIN_ROUNDS by default) and --target (`target` by default) for the
+    ratio described by `ratio`."""
+    from absl import flags
+
+    if flag_values is None:
+        flag_values = flags.FLAGS
+    flags.DEFINE_integer(
+        rounds_flag, MIN_ROUNDS, "Interleaved rounds (the order of the two "
+        "sides alternates); a verdict needs at least "
+        f"{MIN_ROUNDS}.", lower_bound=1, flag_values=flag_values)
+    flags.DEFINE_float(
+        "target", target, f"Target of {ratio}: met or not met only when "
+        "every round's ratio is on one side.", lower_bound=0.0,
+        flag_values=flag_values)
+
+
 def describe(result):
     """One line: median, range, rounds and verdict."""
     return (f"{result['median']:.2f}x (range {result['low']:.2f}-"

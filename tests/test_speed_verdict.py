@@ -74,3 +74,15 @@ def test_verdict_where_lower_is_better():
 def test_a_single_runs_verdict_allows_for_the_run_to_run_spread(
         ratio, target, expected):
     assert sv.single_run_verdict(ratio, target) == expected
+
+
+def test_the_flags_a_speed_benchmark_defines():
+    from absl import flags
+
+    values = flags.FlagValues()
+    sv.define_flags("interleaved_rounds", 20.0, "ours / the peer",
+                    flag_values=values)
+    values(["prog"])
+    assert (values.interleaved_rounds, values.target) == (5, 20.0)
+    with pytest.raises(flags.IllegalFlagValueError):
+        values(["prog", "--interleaved_rounds=0"])
