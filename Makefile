@@ -87,12 +87,12 @@ bazel-test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/privatization_throughput.py
 
-# The docs' benchmark tables (docs/benchmarks.md, README.md) and plots,
-# rewritten from the committed results in benchmarks/results/ (no
-# benchmark runs; tests/test_benchmark_docs.py checks that nothing
-# changes).
-benchmark-docs: $(STAMP)
-	$(PY) benchmarks/docs_tables.py
+# The docs' benchmark tables (docs/benchmarks.md, its archive, README.md),
+# rewritten from the committed results in benchmarks/results/: no
+# benchmark runs and no venv (the script needs only Python's standard
+# library); tests/test_benchmark_docs.py checks that nothing changes.
+benchmark-docs:
+	$(PYTHON) benchmarks/docs_tables.py
 
 # The public mldp-text package (a Madlib peer for benchmarks/brr_efficiency.py)
 # in its own venv: it pins numpy < 2 and scipy < 1.13. On Python 3.11 it
