@@ -209,10 +209,6 @@ class Int8Scan:
         # (2-D np.nonzero is 20x slower than flatnonzero here.)
         first, second = np.divmod(
             np.flatnonzero(t32 <= limit[:, None]), self.count)
-        counts = np.bincount(first, minlength=len(q))
-        ok = counts <= MAX_CANDIDATES
-        keep = ok[first]
-        first, second = first[keep], second[keep]
         # Stage 2, float64, one bound per row: lower bound <= the k-th
         # smallest upper bound.
         t = self.half[second] - y[first, second].astype(np.float64)
@@ -224,6 +220,8 @@ class Int8Scan:
                                       self.norm[second])) * (1 + 1e-9)
         upper = _group_kth(first, t + row_bound, k, len(q))
         keep = t - row_bound <= upper[first]
+        ok = np.bincount(first[keep], minlength=len(q)) <= MAX_CANDIDATES
+        keep &= ok[first]
         first, second = first[keep], second[keep]
         self.stats["candidates"] += len(first)
         exact = _exact_products(self, codes, scale, first, second)
