@@ -172,11 +172,14 @@ def test_tables_out_of_float32_range_are_not_scanned():
                                   _brute_force(table, queries, 1))
 
 
-def test_privatizers_use_the_scan_for_small_calls_only():
+def test_privatizers_use_the_scan_for_small_calls_only(monkeypatch):
     """Vickrey's two nearest at a huge eta: the input word and its nearest
-    other word, by the scan at 10 ids per call, by FAISS at 100."""
+    other word, by the scan at 10 ids per call, by FAISS at 65; no scan
+    for a table under MIN_TABLE_ENTRIES."""
     rng = np.random.default_rng(9)
     table = rng.standard_normal((2000, 16)).astype(np.float32)
+    assert vickrey.VickreyCorpusPrivatizer(table, eta=1.0)._scan is None
+    monkeypatch.setattr(int8_scan, "MIN_TABLE_ENTRIES", table.size)
     privatizer = vickrey.VickreyCorpusPrivatizer(table, eta=1e12, t=0.5)
     scan = privatizer._scan
     ids = rng.integers(0, 2000, 10)

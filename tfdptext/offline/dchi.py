@@ -194,7 +194,10 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
         if self.index_kind == "exact":
             self._candidates = faiss_search.flat_rows(self.index)
             self._max_norm = faiss_search.max_squared_norm(self._candidates)
-            self._scan = int8_scan.Int8Scan(self._candidates, num_threads)
+            self._scan = None
+            if self._candidates.size >= int8_scan.MIN_TABLE_ENTRIES:
+                self._scan = int8_scan.Int8Scan(self._candidates,
+                                                num_threads)
         self.embedding_description = embedding_description
 
     def index_bytes(self):
