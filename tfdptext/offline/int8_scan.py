@@ -85,7 +85,8 @@ class Int8Scan:
     def __init__(self, table, num_threads=None):
         self.table = table
         self.count, self.dimension = table.shape
-        self.stats = {"queries": 0, "handed_back": 0, "candidates": 0}
+        self.stats = {"queries": 0, "handed_back": 0, "stage1": 0,
+                      "candidates": 0}
         self.available = False
         self._interpreter = None
         amax = np.abs(table).max(axis=1).astype(np.float64) \
@@ -130,8 +131,11 @@ class Int8Scan:
         self.quantized_norm = quantized * grow
         self.half = half
         self.half32 = half.astype(np.float32)
-        self._max = (self.norm.max(), self.residual.max(),
-                     self.quantized_norm.max(), float(half.max()),
+        # float32 norms rounded up (stage 1 of `nearest`).
+        self.norm32 = np.nextafter(self.norm.astype(np.float32),
+                                   np.float32(np.inf))
+        ratio = (self.residual[norm > 0] / norm[norm > 0]).max(initial=0.0)
+        self._max = (float(self.norm.max()), ratio * (1.0 + 1e-9),
                      float(self.half32.max()))
 
     def _kernel_is_within_bound(self):
@@ -150,6 +154,14 @@ class Int8Scan:
                     qh_norm, self.quantized_norm[rows])).all():
                 return False
         return True
+
+    def _scratch(self, shape):
+        """Three float32 arrays and a bool array of `shape`, reused."""
+        if getattr(self, "_buffers", (None,))[0] is None or \
+                self._buffers[0].shape != shape:
+            self._buffers = tuple(np.empty(shape, np.float32)
+                                  for _ in range(3)) + (np.empty(shape, bool),)
+        return self._buffers
 
     def _run(self, codes, scale):
         """The kernel's (n, rows) float32 products qh . xh."""
@@ -197,23 +209,32 @@ class Int8Scan:
         qh_norm = scale * _code_norms(codes)
         q_norm = np.sqrt(np.einsum("ij,ij->i", q, q)) * (1.0 + 1e-12)
         y = self._run(codes, scale)
-        # Stage 1, float32 and one bound per query: rows whose t may be
-        # within 2 bounds of the k-th smallest approximate t.
-        t32 = self.half32[None, :] - y
-        kth = (t32.min(axis=1) if k == 1 else np.partition(
-            t32, k - 1, axis=1)[:, k - 1]).astype(np.float64)
-        nx, nr, nxh, h, h32 = self._max
-        y_max = (1.0 + KERNEL_ULPS * _U32) * qh_norm * nxh
-        bound = (error * nx + qh_norm * nr
-                 + _kernel_bound(qh_norm, nxh)
-                 + _U32 * (h32 + y_max) + _U32 * h
-                 + _float64_slack(self.dimension, q_norm, nx)) * (1 + 1e-9)
-        # float32 thresholds rounded up: the same rows as in float64.
-        limit = np.nextafter((kth + 2.0 * bound).astype(np.float32),
+        # Stage 1, float32: |t - (h - y)| <= slope |x| + offset for every
+        # row (|x - xh| <= ratio |x|, |x|^2 / 2 <= max |x| |x| / 2); rows
+        # whose lower bound is within the k-th smallest upper bound.
+        nx, ratio, h32 = self._max
+        kappa = KERNEL_ULPS * _U32
+        y_slope = (1.0 + kappa) * qh_norm * (1.0 + ratio)
+        slope = (error + qh_norm * ratio + kappa * qh_norm * (1.0 + ratio)
+                 + _U32 * ((1.0 + _U32) * nx / 2 + y_slope)
+                 + _U32 * nx / 2) * (1.0 + 1e-6)
+        offset = _float64_slack(self.dimension, q_norm, nx) + 1e-30
+        # The float32 roundings of t32, t32 +- slope |x|.
+        offset += 4.0 * _U32 * (h32 + y_slope * nx + slope * nx)
+        # Into buffers kept between calls: a fresh 1 MB array costs its
+        # page faults every call.
+        t32, spread, bound, mask = self._scratch(y.shape)
+        np.subtract(self.half32[None, :], y, out=t32)
+        np.multiply.outer(slope.astype(np.float32), self.norm32, out=spread)
+        np.add(t32, spread, out=bound)
+        upper = _kth_smallest(bound, k).astype(np.float64)
+        limit = np.nextafter((upper + 2.0 * offset).astype(np.float32),
                              np.float32(np.inf))
+        np.subtract(t32, spread, out=bound)
+        np.less_equal(bound, limit[:, None], out=mask)
         # (2-D np.nonzero is 20x slower than flatnonzero here.)
-        first, second = np.divmod(
-            np.flatnonzero(t32 <= limit[:, None]), self.count)
+        first, second = np.divmod(np.flatnonzero(mask), self.count)
+        self.stats["stage1"] += len(first)
         # Stage 2, float64, one bound per row: lower bound <= the k-th
         # smallest upper bound.
         t = self.half[second] - y[first, second].astype(np.float64)
@@ -285,6 +306,18 @@ def _float64_slack(dimension, q_norm, x_norm):
     float64 rounding of |x|^2 / 2): (dim + 4) roundings of 2^-53 of
     (|q| + |x|)^2, doubled."""
     return 2.0 * (dimension + 4) * _U64 * (q_norm + x_norm) ** 2
+
+
+def _kth_smallest(values, k):
+    """The k-th smallest of each row of `values` (n, m), k <= m: k passes
+    of argmin for small k (np.partition is 30x slower than min here);
+    overwrites k - 1 entries per row with +inf."""
+    if k > 4:
+        return np.partition(values, k - 1, axis=1)[:, k - 1]
+    lines = np.arange(len(values))
+    for _ in range(k - 1):
+        values[lines, values.argmin(axis=1)] = np.inf
+    return values.min(axis=1)
 
 
 def _group_kth(group, values, k, groups):
