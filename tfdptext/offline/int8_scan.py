@@ -2,9 +2,9 @@
 
 At a few queries per call an exact float32 search must read the whole
 table once per call (36 MB for 30,000 x 300), and FAISS's and OpenBLAS's
-float32 products at 10 queries read it more than once (measured: 11 ms a
-call of 10 on the 2-core EPYC, against 2.6 ms per 10 queries in one call
-of 1,280). `Int8Scan` reads a quarter of that: the table as int8 codes
+float32 products at 10 queries do worse (FAISS below its BLAS threshold
+reads it once per query; OpenBLAS's sgemm copies it into its packed
+layout every call). `Int8Scan` reads a quarter of that: the table as int8 codes
 with a float32 scale per row, multiplied with int8 codes of the queries
 by LiteRT's XNNPACK kernel (one FULLY_CONNECTED op of a model built here
 from the codes). Its result is not the exact product; what makes the
@@ -46,10 +46,9 @@ from tfdptext.errors import TfdptextError
 # Units of float32 rounding the kernel's scaling may add, relative to
 # |qh| |xh| (measured: at most 4.2 on 38 million products).
 KERNEL_ULPS = 16.0
-# Tables smaller than this (rows x dim) are not worth a scan: the scan's
-# fixed cost per call (about 0.4 ms) exceeds FAISS's whole search there
-# (measured: 3,000 x 50, 10 ids per call: 12,200 ids/s with the scan,
-# 20,200 without).
+# Tables smaller than this (rows x dim) are not worth a scan: there the
+# scan's fixed cost per call exceeds FAISS's whole search (on a 3,000 x 50
+# table, calls of 10 ids were slower with the scan than without).
 MIN_TABLE_ENTRIES = 1_000_000
 # A query with more candidates than this is left to the caller's search.
 MAX_CANDIDATES = 4096
