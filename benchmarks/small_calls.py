@@ -235,6 +235,11 @@ def time_case(case, privatizer, sentences):
             k: v for k, v in rates.items() if k != "rounds"}}), flush=True)
     if FLAGS.ids_per_call and len(sizes) > 1:
         rows["small_over_large"] = _small_over_large(rows, sizes)
+    scan = getattr(privatizer, "_scan", None)
+    if scan is not None:
+        # Over every run of "ours" (warm-up included): queries it took,
+        # handed back to FAISS, rows past stage 1, rows re-ranked.
+        rows["scan_stats"] = dict(scan.stats)
     return rows
 
 
@@ -316,7 +321,7 @@ def markdown(result):
              "/ bare best |", "|---|---|---|---|---|---|---|"]
     for case, rows in result["rows"].items():
         for size, r in rows.items():
-            if size == "small_over_large":
+            if size in ("small_over_large", "scan_stats"):
                 continue
             lines.append(
                 f"| {case} | {size} | {r['tokens'] / r['calls']:,.0f} | "
