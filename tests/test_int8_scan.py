@@ -2,6 +2,8 @@
 as a float64 brute force on tables built to break it, its error bound, and
 hand-backs to FAISS's search only where the scan cannot certify."""
 
+import concurrent.futures
+
 import numpy as np
 import pytest
 
@@ -193,3 +195,16 @@ def test_privatizers_use_the_scan_for_small_calls_only(monkeypatch):
     big = rng.integers(0, 2000, faiss_search.SCAN_MAX_QUERIES + 1)
     np.testing.assert_array_equal(privatizer(big), big)
     assert scan.stats["queries"] == 20
+
+
+def test_threads_sharing_a_scan_get_exact_rows(adversarial):
+    """A corpus job shares one privatizer between threads: each thread has
+    its own interpreter and buffers, so concurrent calls stay exact."""
+    table, scan = adversarial
+    rng = np.random.default_rng(11)
+    batches = [table[rng.integers(0, len(table), 10)].astype(np.float64)
+               + rng.normal(0.0, 0.5, (10, 16)) for _ in range(24)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda q: scan.nearest(q, 2)[0], batches))
+    for q, rows in zip(batches, found):
+        np.testing.assert_array_equal(rows, _brute_force(table, q, 2))

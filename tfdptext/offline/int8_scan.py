@@ -39,6 +39,8 @@ rows could not be told apart (tables of near-duplicates far from the
 origin).
 """
 
+import threading
+
 import numpy as np
 
 from tfdptext.errors import TfdptextError
@@ -87,7 +89,10 @@ class Int8Scan:
         self.stats = {"queries": 0, "handed_back": 0, "stage1": 0,
                       "candidates": 0}
         self.available = False
-        self._interpreter = None
+        # One interpreter and one set of buffers per thread: a corpus job
+        # shares a privatizer between threads, and neither is thread-safe.
+        self._local = threading.local()
+        self._model = None
         amax = np.abs(table).max(axis=1).astype(np.float64) \
             if self.count else np.zeros(0)
         nonzero = amax[amax > 0]
@@ -96,8 +101,9 @@ class Int8Scan:
             return
         self._quantize(amax)
         try:
-            self._interpreter = _interpreter(self.codes, self.scales,
-                                             num_threads)
+            self._model = _model(self.codes, self.scales)
+            self._threads = 1 if num_threads is None else int(num_threads)
+            self._interpreter()
         except ImportError:  # LiteRT not installed: the caller's search.
             return
         self.available = self._kernel_is_within_bound()
@@ -154,13 +160,26 @@ class Int8Scan:
                 return False
         return True
 
+    def _interpreter(self):
+        """This thread's LiteRT interpreter of the scan's model."""
+        it = getattr(self._local, "interpreter", None)
+        if it is None:
+            from ai_edge_litert.interpreter import Interpreter
+
+            it = Interpreter(model_content=self._model,
+                             num_threads=self._threads)
+            self._local.interpreter = it
+        return it
+
     def _scratch(self, shape):
-        """Three float32 arrays and a bool array of `shape`, reused."""
-        if getattr(self, "_buffers", (None,))[0] is None or \
-                self._buffers[0].shape != shape:
-            self._buffers = tuple(np.empty(shape, np.float32)
-                                  for _ in range(3)) + (np.empty(shape, bool),)
-        return self._buffers
+        """This thread's three float32 arrays and bool array of `shape`,
+        reused between calls."""
+        buffers = getattr(self._local, "buffers", None)
+        if buffers is None or buffers[0].shape != shape:
+            buffers = tuple(np.empty(shape, np.float32)
+                            for _ in range(3)) + (np.empty(shape, bool),)
+            self._local.buffers = buffers
+        return buffers
 
     def _run(self, codes, scale):
         """The kernel's (n, rows) float32 products qh . xh."""
@@ -168,7 +187,7 @@ class Int8Scan:
         fed[:, :self.dimension] = codes * scale[:, None]
         fed[:, self.dimension] = 127.0 * scale
         fed[:, self.dimension + 1] = -128.0 * scale
-        it = self._interpreter
+        it = self._interpreter()
         inp = it.get_input_details()[0]["index"]
         if tuple(it.get_input_details()[0]["shape"]) != fed.shape:
             it.resize_tensor_input(inp, fed.shape)
@@ -309,7 +328,7 @@ def _float64_slack(dimension, q_norm, x_norm):
 
 def _kth_smallest(values, k):
     """The k-th smallest of each row of `values` (n, m), k <= m: k passes
-    of argmin for small k (np.partition is 30x slower than min here);
+    of argmin for small k (np.partition is far slower than min here);
     overwrites k - 1 entries per row with +inf."""
     if k > 4:
         return np.partition(values, k - 1, axis=1)[:, k - 1]
@@ -332,18 +351,10 @@ def _group_kth(group, values, k, groups):
     return out
 
 
-def _interpreter(codes, scales, num_threads):
-    """A LiteRT interpreter of one hybrid FULLY_CONNECTED op: float32
-    queries (n, dim + 2) times the int8 `codes` (rows, dim + 2) with a
-    float32 scale per row."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    return Interpreter(model_content=_model(codes, scales),
-                       num_threads=1 if num_threads is None
-                       else int(num_threads))
-
-
 def _model(codes, scales):
+    """A .tflite of one hybrid FULLY_CONNECTED op: float32 queries
+    (n, dim + 2) times the int8 `codes` (rows, dim + 2) with a float32
+    scale per row."""
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
