@@ -28,7 +28,10 @@ keeps the BLAS path's answer where the gaps between its distances exceed
 what float32 rounding can do, re-ranks a short list in float64 where they
 do not, and searches in float64 over the whole table where rounding
 could still have left a nearer row off that list: the nearest rows
-whatever the norms, at the BLAS path's speed on real data. The other indexes we build (HNSW,
+whatever the norms, at the BLAS path's speed on real data. Calls of at
+most `SCAN_MAX_QUERIES` queries go first to an int8 scan of the table
+(`tfdptext.offline.int8_scan`), certified by its own error bound, which
+reads a quarter of the bytes once per call. The other indexes we build (HNSW,
 product quantization with exact re-ranking, binary flat and HNSW) search
 each query on its own or in small blocks and have no such threshold;
 `benchmarks/small_calls.py` measures every index at 1, 10, 64 and
