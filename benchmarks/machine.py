@@ -48,7 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
 
-def _commit():
+def git_commit():
     """The checkout's commit (with "+changes" when the tree differs), or
     None outside a git checkout."""
     try:
@@ -73,7 +73,7 @@ def provenance(argv=None):
         python = sys.executable
     return {"provenance": "measured",
             "command": " ".join([python, *argv]),
-            "commit": _commit(), "machine": cpu_name(),
+            "commit": git_commit(), "machine": cpu_name(),
             "date": datetime.datetime.now(datetime.timezone.utc)
             .strftime("%Y-%m-%dT%H:%M:%SZ"),
             "load": [round(x, 2) for x in os.getloadavg()]}

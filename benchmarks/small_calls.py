@@ -29,6 +29,20 @@ memory-bandwidth contention still does). Run pinned to one core with one thread:
 
 (codes/glove256: `tfdptext-binarize --embeddings=$GLOVE --bits=256
 --output_dir=codes/glove256`; without --codes the BRR rows are left out.)
+
+Calls of a fixed number of ids instead of sentences (issue 40: 10 ids per
+call against one call of 1,280), on a synthetic GloVe-like table where the
+GloVe file is not installed (`--glove=synthetic:ROWSxDIM`: seeded normal
+rows with a spread of scales, norms 3 to 18, median 6; uniformly drawn
+ids), with "ours, FAISS only" (the exact indexes without the int8 scan of
+`tfdptext.offline.int8_scan`, as before it) interleaved in the same
+rounds, every call size in every round:
+
+    taskset -c 1 .venv/bin/python benchmarks/small_calls.py \
+        --glove=synthetic:30000x300 --ids_per_call=10,1280 \
+        --window_ids=1280 --rounds=5 --eta=20 \
+        --cases=dchi-exact,mahalanobis-exact,vickrey-exact \
+        --json_out=benchmarks/results/small_calls.json
 """
 
 import datetime
@@ -60,6 +74,11 @@ flags.DEFINE_enum("clock", "process", ["process", "wall"], "process: "
                   "ids per CPU-second of the (one-threaded) process, "
                   "time.process_time, which a shared machine's other jobs "
                   "do not inflate; wall: per second of wall time.")
+flags.DEFINE_list("ids_per_call", None, "Calls of this many ids (the id "
+                  "stream cut into chunks) instead of --call_sizes "
+                  "sentences.")
+flags.DEFINE_integer("window_ids", 1280, "Ids per round with "
+                     "--ids_per_call.")
 flags.DEFINE_list("cases", ["dchi-exact", "dchi-pq", "dchi-hnsw",
                             "vickrey-exact", "mahalanobis-exact",
                             "brr-exact", "brr-hnsw"], "What to time.")
@@ -87,9 +106,26 @@ def sentences_of(path, index, tokens):
 def calls_of(sentences, size):
     import numpy as np
 
+    if FLAGS.ids_per_call:
+        stream = np.concatenate(sentences)[:FLAGS.window_ids]
+        return [stream[i:i + int(size)]
+                for i in range(0, len(stream), int(size))]
     per = len(sentences) if size == "all" else int(size)
     return [np.concatenate(sentences[i:i + per])
             for i in range(0, len(sentences), per)]
+
+
+def synthetic_table(spec, seed=0):
+    """`synthetic:ROWSxDIM`: a seeded GloVe-like float32 table (coordinates
+    normal with scales 0.2 to 0.5 per column, rows scaled by a lognormal
+    of sd 0.25: norms 3 to 18, median 6 at 300-d)."""
+    import numpy as np
+
+    rows, dim = (int(v) for v in spec.split(":", 1)[1].split("x"))
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((rows, dim)) * rng.uniform(0.2, 0.5, dim)
+    table *= rng.lognormal(0.0, 0.25, (rows, 1))
+    return table.astype(np.float32)
 
 
 def build(case, table, codes):
@@ -124,52 +160,101 @@ def noisy_queries(case, privatizer, ids):
         2 if kind == "vickrey" else 1
 
 
-def time_case(case, privatizer, sentences):
-    import faiss
-
+def runs_of(case, privatizer, calls):
+    """{name: function} timed at one call size: ours, ours without the
+    int8 scan (exact indexes), bare FAISS with its defaults and tuned."""
     from tfdptext.offline import faiss_search
 
     index = privatizer.index
-    rows = {}
-    for size in FLAGS.call_sizes:
+    queries = [noisy_queries(case, privatizer, c) for c in calls]
+
+    def ours():
+        for c in calls:
+            privatizer(c)
+
+    def ours_faiss_only():
+        scan, privatizer._scan = privatizer._scan, None
+        try:
+            ours()
+        finally:
+            privatizer._scan = scan
+
+    def bare_default():
+        for q, k in queries:
+            index.search(q, k)
+
+    def bare_tuned():
+        for q, k in queries:
+            faiss_search.search(index, q, k)
+
+    runs = {"ours": ours}
+    if getattr(privatizer, "_scan", None) is not None:
+        runs["ours_faiss_only"] = ours_faiss_only
+    runs.update(bare_default=bare_default, bare_tuned=bare_tuned)
+    return runs
+
+
+def time_case(case, privatizer, sentences):
+    """Rates (ids per second) of every run at every call size, the sizes
+    and runs interleaved in each round: median, min and max of the rounds,
+    and each round's rates."""
+    sizes = FLAGS.ids_per_call or FLAGS.call_sizes
+    plan = {}
+    for size in sizes:
         calls = calls_of(sentences, size)
-        queries = [noisy_queries(case, privatizer, c) for c in calls]
-        tokens = sum(len(c) for c in calls)
-
-        def ours():
-            for c in calls:
-                privatizer(c)
-
-        def bare_default():
-            for q, k in queries:
-                index.search(q, k)
-
-        def bare_tuned():
-            for q, k in queries:
-                faiss_search.search(index, q, k)
-
-        runs = {"ours": ours, "bare_default": bare_default,
-                "bare_tuned": bare_tuned}
-        for run in runs.values():  # warm-up
+        plan[size] = (calls, runs_of(case, privatizer, calls))
+    for _, runs in plan.values():  # warm-up
+        for run in runs.values():
             run()
-        clock = time.process_time if FLAGS.clock == "process" \
-            else time.perf_counter
-        seconds = {name: [] for name in runs}
-        for _ in range(FLAGS.rounds):
+    clock = time.process_time if FLAGS.clock == "process" \
+        else time.perf_counter
+    seconds = {(size, name): [] for size, (_, runs) in plan.items()
+               for name in runs}
+    for _ in range(FLAGS.rounds):
+        for size, (_, runs) in plan.items():
             for name, run in runs.items():
                 start = clock()
                 run()
-                seconds[name].append(clock() - start)
-        rates = {name: tokens / sorted(s)[len(s) // 2]
-                 for name, s in seconds.items()}
+                seconds[(size, name)].append(clock() - start)
+    rows = {}
+    for size, (calls, runs) in plan.items():
+        tokens = sum(len(c) for c in calls)
+        per_round = {name: [tokens / s for s in seconds[(size, name)]]
+                     for name in runs}
+        rates = {name: float(sorted(r)[len(r) // 2])
+                 for name, r in per_round.items()}
         rates["bare_best"] = max(rates["bare_default"], rates["bare_tuned"])
         rates["ours_over_bare_best"] = rates["ours"] / rates["bare_best"]
+        rates["range"] = {name: [min(r), max(r)]
+                          for name, r in per_round.items()}
+        rates["rounds"] = per_round
         rates["tokens"] = tokens
         rates["calls"] = len(calls)
         rows[size] = rates
-        print(json.dumps({"case": case, "size": size, **rates}), flush=True)
-    del faiss
+        print(json.dumps({"case": case, "size": size, **{
+            k: v for k, v in rates.items() if k != "rounds"}}), flush=True)
+    if FLAGS.ids_per_call and len(sizes) > 1:
+        rows["small_over_large"] = _small_over_large(rows, sizes)
+    scan = getattr(privatizer, "_scan", None)
+    if scan is not None:
+        # Over every run of "ours" (warm-up included): queries it took,
+        # handed back to FAISS, rows past stage 1, rows re-ranked.
+        rows["scan_stats"] = dict(scan.stats)
     return rows
+
+
+def _small_over_large(rows, sizes):
+    """Ours at the smallest call size over ours at the largest, per round
+    (the rounds interleave them): median, min, max; and the same for ours
+    without the scan where it ran."""
+    small, large = rows[sizes[0]]["rounds"], rows[sizes[-1]]["rounds"]
+    out = {}
+    for name in ("ours", "ours_faiss_only"):
+        if name in small:
+            ratios = sorted(a / b for a, b in zip(small[name], large[name]))
+            out[name] = {"median": ratios[len(ratios) // 2],
+                         "min": ratios[0], "max": ratios[-1]}
+    return out
 
 
 def main(argv):
@@ -179,10 +264,15 @@ def main(argv):
     import numpy as np
 
     faiss.omp_set_num_threads(FLAGS.threads)
-    clean, _ = pm._clean(FLAGS.glove)
-    words, table = pm._load_glove(clean)
-    index = {w: i for i, w in enumerate(words)}
-    sentences = sentences_of(FLAGS.sst2, index, FLAGS.window_tokens)
+    if FLAGS.glove.startswith("synthetic:"):
+        table = synthetic_table(FLAGS.glove)
+        sentences = [np.random.default_rng(1).integers(
+            0, len(table), max(FLAGS.window_ids, FLAGS.window_tokens))]
+    else:
+        clean, _ = pm._clean(FLAGS.glove)
+        words, table = pm._load_glove(clean)
+        index = {w: i for i, w in enumerate(words)}
+        sentences = sentences_of(FLAGS.sst2, index, FLAGS.window_tokens)
     codes = code_sentences = None
     if FLAGS.codes:
         from tfdptext.binary import codes as codes_lib
@@ -192,13 +282,21 @@ def main(argv):
         code_index = {w: i for i, w in enumerate(loaded.words)}
         code_sentences = sentences_of(FLAGS.sst2, code_index,
                                       FLAGS.window_tokens)
-    result = {"machine": machine.cpu_name(),
-              "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    result = {"command": " ".join(sys.argv),
+              "commit": machine.git_commit(),
+              "machine": machine.cpu_name(),
+              "date": datetime.datetime.now(datetime.timezone.utc)
+              .isoformat(timespec="seconds"),
               "load_average_start": os.getloadavg(),
-              "versions": machine.versions(["numpy", "faiss-cpu"]),
+              "versions": machine.versions(["numpy", "faiss-cpu",
+                                            "ai-edge-litert"]),
+              "table": {"source": FLAGS.glove if FLAGS.glove.startswith(
+                  "synthetic:") else "GloVe (cleaned)",
+                        "shape": list(table.shape)},
               "flags": {n: FLAGS[n].value for n in (
-                  "window_tokens", "call_sizes", "rounds", "eta",
-                  "brr_epsilon", "threads", "clock")},
+                  "window_tokens", "call_sizes", "ids_per_call",
+                  "window_ids", "rounds", "eta", "brr_epsilon", "threads",
+                  "clock")},
               "rows": {}}
     for case in FLAGS.cases:
         if case.startswith("brr") and codes is None:
@@ -222,11 +320,24 @@ def markdown(result):
              "/ bare best |", "|---|---|---|---|---|---|---|"]
     for case, rows in result["rows"].items():
         for size, r in rows.items():
+            if size in ("small_over_large", "scan_stats"):
+                continue
             lines.append(
                 f"| {case} | {size} | {r['tokens'] / r['calls']:,.0f} | "
                 f"{r['ours']:,.0f} | {r['bare_default']:,.0f} | "
                 f"{r['bare_tuned']:,.0f} | "
                 f"{r['ours_over_bare_best']:.2f} |")
+    ratios = {case: rows["small_over_large"]
+              for case, rows in result["rows"].items()
+              if "small_over_large" in rows}
+    if ratios:
+        lines += ["", "| index | ours: small call / one call, median "
+                  "(range) | ours, FAISS only |", "|---|---|---|"]
+        for case, r in ratios.items():
+            cells = [f"{r[n]['median']:.2f} ({r[n]['min']:.2f} to "
+                     f"{r[n]['max']:.2f})" if n in r else "-"
+                     for n in ("ours", "ours_faiss_only")]
+            lines.append(f"| {case} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 

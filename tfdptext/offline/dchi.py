@@ -15,6 +15,7 @@ import numpy as np
 from tfdptext.errors import ArgumentError
 from tfdptext.offline import base
 from tfdptext.offline import faiss_search
+from tfdptext.offline import int8_scan
 from tfdptext.privacy import metric
 from tfdptext.privacy import validation
 
@@ -193,6 +194,10 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
         if self.index_kind == "exact":
             self._candidates = faiss_search.flat_rows(self.index)
             self._max_norm = faiss_search.max_squared_norm(self._candidates)
+            self._scan = None
+            if self._candidates.size >= int8_scan.MIN_TABLE_ENTRIES:
+                self._scan = int8_scan.Int8Scan(self._candidates,
+                                                num_threads)
         self.embedding_description = embedding_description
 
     def index_bytes(self):
@@ -208,7 +213,7 @@ class DChiCorpusPrivatizer(base.CorpusPrivatizer):
         if self.index_kind == "exact":
             _, rows = faiss_search.exact_nearest(
                 self.index, self._candidates, vectors, 1, self._max_norm,
-                distances=False)
+                distances=False, scan=self._scan)
         else:
             vectors = np.ascontiguousarray(vectors, dtype=np.float32)
             _, rows = faiss_search.search(self.index, vectors, 1)

@@ -28,7 +28,10 @@ keeps the BLAS path's answer where the gaps between its distances exceed
 what float32 rounding can do, re-ranks a short list in float64 where they
 do not, and searches in float64 over the whole table where rounding
 could still have left a nearer row off that list: the nearest rows
-whatever the norms, at the BLAS path's speed on real data. The other indexes we build (HNSW,
+whatever the norms, at the BLAS path's speed on real data. Calls of at
+most `SCAN_MAX_QUERIES` queries go first to an int8 scan of the table
+(`tfdptext.offline.int8_scan`), certified by its own error bound, which
+reads a quarter of the bytes once per call. The other indexes we build (HNSW,
 product quantization with exact re-ranking, binary flat and HNSW) search
 each query on its own or in small blocks and have no such threshold;
 `benchmarks/small_calls.py` measures every index at 1, 10, 64 and
@@ -44,6 +47,10 @@ import numpy as np
 BLAS_MIN_QUERIES = 2
 # Extra rows on the BLAS path's short list, beyond the k asked for.
 SHORT_LIST_EXTRA = 8
+# The most queries per call that `exact_nearest` gives to an int8 scan
+# (beyond, FAISS's BLAS path is faster per query; see docs/benchmarks.md,
+# "Small calls").
+SCAN_MAX_QUERIES = 64
 # Queries per block of the float64 re-ranking (bounds its memory).
 _RERANK_BLOCK = 4096
 
@@ -97,13 +104,17 @@ def rounding_margin(dimension, query_norms, table_norm):
         np.asarray(query_norms, np.float64) + float(table_norm))
 
 
-def exact_nearest(index, table, queries, k, max_norm, distances=True):
+def exact_nearest(index, table, queries, k, max_norm, distances=True,
+                  scan=None):
     """The k nearest rows of `table` to each query in exact arithmetic,
     nearest first (ties to the lower row): (squared distances (n, k) in
     float64, or None with `distances=False`; rows (n, k)).
 
     `index` is an `IndexFlatL2` holding `table` (float32, in order);
-    `max_norm` the table's `max_squared_norm`. The BLAS path gives k + 1
+    `max_norm` the table's `max_squared_norm`; `scan` None or an
+    `int8_scan.Int8Scan` of `table`, which answers calls of at most
+    `SCAN_MAX_QUERIES` queries (the queries it hands back, and larger
+    calls, take the path below). The BLAS path gives k + 1
     rows per query; where every gap between them exceeds twice
     `rounding_margin`, float32 rounding cannot have changed their order or
     hidden a nearer row, and they are the answer (almost every query of
@@ -113,8 +124,34 @@ def exact_nearest(index, table, queries, k, max_norm, distances=True):
     over the whole table in float64.
     """
     queries = np.asarray(queries, np.float64)
+    k = min(int(k), len(table))
+    if scan is not None and len(queries) <= SCAN_MAX_QUERIES:
+        out_r, handled = _scanned(scan, queries, k)
+        rest = np.flatnonzero(~handled)
+        if rest.size:
+            out_r[rest] = _searched(index, table, queries[rest], k, max_norm)
+    else:
+        out_r = _searched(index, table, queries, k, max_norm)
+    if not distances:
+        return None, out_r
+    return _squared(queries, table, out_r), out_r
+
+
+def _scanned(scan, queries, k):
+    """`scan.nearest`, or nothing handled where its kernel failed its
+    bound (it switches itself off; the caller's search is then exact)."""
+    from tfdptext.offline import int8_scan
+
+    try:
+        return scan.nearest(queries, k)
+    except int8_scan.KernelBoundError:
+        return np.zeros((len(queries), k), np.int64), \
+            np.zeros(len(queries), bool)
+
+
+def _searched(index, table, queries, k, max_norm):
+    """Rows of `exact_nearest` by the BLAS path and its certification."""
     count = len(table)
-    k = min(int(k), count)
     out_r = np.empty((len(queries), k), np.int64)
     for start in range(0, len(queries), _RERANK_BLOCK):
         q = queries[start:start + _RERANK_BLOCK]
@@ -130,9 +167,7 @@ def exact_nearest(index, table, queries, k, max_norm, distances=True):
         if unsure.size:
             out_r[start + unsure] = _reranked(
                 index, table, q[unsure], q32[unsure], k, max_norm)
-    if not distances:
-        return None, out_r
-    return _squared(queries, table, out_r), out_r
+    return out_r
 
 
 def _reranked(index, table, q, q32, k, max_norm):

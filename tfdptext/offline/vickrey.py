@@ -67,7 +67,8 @@ class VickreyCorpusPrivatizer(dchi.DChiCorpusPrivatizer):
         """(first, second, d1, d2) ids and Euclidean distances."""
         if self.index_kind == "exact":
             squared, rows = faiss_search.exact_nearest(
-                self.index, self._candidates, vectors, 2, self._max_norm)
+                self.index, self._candidates, vectors, 2, self._max_norm,
+                scan=self._scan)
         else:
             vectors = np.ascontiguousarray(vectors, dtype=np.float32)
             squared, rows = faiss_search.search(self.index, vectors, 2)
