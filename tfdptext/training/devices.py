@@ -138,8 +138,8 @@ def await_chief_files(chief_dir, worker_dir, names, timeout_s=1800.0,
     atomically, before its first training step. The worker adopts that
     record as its scratch run's, so its reads check its copies against the
     chief's digests and run id; a copy already in the scratch run (a
-    resumed worker) is kept only if it has the chief's digest (else
-    RunDirectoryError names it). TimeoutError names the missing file
+    resumed worker) is kept only if it has the chief's digest (else a
+    TfdptextError names it). TimeoutError names the missing file
     after `timeout_s` seconds.
     """
     from tfdptext import rundir
