@@ -79,11 +79,3 @@ class StaticFiles:
                             mimetype=mimetype, headers=headers)
         response.content_length = len(body)
         return response
-
-    def sent_size(self, path, accept_gzip=True):
-        """The bytes sent for `path` to a client that does (not) accept
-        gzip (what the guide's measurement adds up)."""
-        entry = self._entry(path)
-        if accept_gzip and entry.gzip is not None:
-            return len(entry.gzip)
-        return len(entry.plain)
