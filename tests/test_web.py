@@ -377,6 +377,12 @@ def test_page_files_are_compressed_and_cacheable(client, export):
     assert plain.headers["ETag"] != packed.headers["ETag"]
     head = client.head(path, headers={"Accept-Encoding": "gzip"})
     assert head.status_code == 200 and head.data == b""
+    served = client.get("/export/manifest.json",
+                        headers={"Accept-Encoding": "gzip"})
+    assert served.headers["Content-Encoding"] == "gzip"
+    assert client.get("/export/manifest.json", headers={
+        "Accept-Encoding": "gzip", "If-None-Match": served.headers["ETag"]}
+                      ).status_code == 304
     page = client.get("/web/index.html", headers={"Accept-Encoding": "gzip"})
     assert page.headers["Content-Encoding"] == "gzip"
     assert b"<html" in gzip.decompress(page.data).lower()

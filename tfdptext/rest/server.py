@@ -279,7 +279,9 @@ class ServingApp:
         if path.startswith("/web/"):
             return self.web_file(path[len("/web/"):], request)
         if path == "/export/" + rundir.MANIFEST:
-            return _json(self.model.client_manifest())
+            return self.files.data_response(
+                rundir.MANIFEST, json.dumps(self.model.client_manifest(
+                )).encode("utf-8"), "application/json", request)
         if path.startswith("/export/"):
             relative = path[len("/export/"):]
             if relative not in self.model.user_files():

@@ -11,7 +11,9 @@ answer carries a strong ETag (the SHA-256 of what is sent) and
 `Cache-Control: no-cache`: a browser keeps the file and asks again each
 load, and an unchanged file is answered `304 Not Modified` with no body,
 so a second load of the page transfers almost nothing. Files are read and
-compressed once per (path, size, modification time), then kept in memory.
+compressed once per (path, size, modification time), and bytes made by
+the server (the manifest the page reads) once per content, then kept in
+memory.
 """
 
 import gzip
@@ -55,15 +57,33 @@ class StaticFiles:
         if entry is None:
             with open(path, "rb") as f:
                 entry = _Entry(f.read())
-            with self._lock:
-                self._entries = {k: v for k, v in self._entries.items()
-                                 if k[0] != path}
-                self._entries[key] = entry
+            self._keep(key, entry)
         return entry
 
     def response(self, path, mimetype, request):
         """The response for the file at `path` (which must exist)."""
-        entry = self._entry(path)
+        return self._answer(self._entry(path), mimetype, request)
+
+    def data_response(self, name, data, mimetype, request):
+        """The response for `data` (bytes made here, e.g. the manifest
+        the page reads), kept under `name` until it changes."""
+        key = (name, hashlib.sha256(data).hexdigest())
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None:
+            entry = _Entry(data)
+            self._keep(key, entry)
+        return self._answer(entry, mimetype, request)
+
+    def _keep(self, key, entry):
+        """Keeps `entry` under `key`, dropping older ones of its name."""
+        with self._lock:
+            self._entries = {k: v for k, v in self._entries.items()
+                             if k[0] != key[0]}
+            self._entries[key] = entry
+
+    @staticmethod
+    def _answer(entry, mimetype, request):
         compressed = entry.gzip is not None and \
             "gzip" in request.accept_encodings
         body, etag = ((entry.gzip, entry.gzip_etag) if compressed
