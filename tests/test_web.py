@@ -594,3 +594,23 @@ def test_guide_manifest_example_is_the_quickstarts(export):
     [block] = [b for b in re.findall(r"```json\n(.*?)```", guide, re.S)
                if b.startswith('{"user"')]
     _subset(json.loads(block), export[1])
+
+
+def test_guide_states_the_measured_page_size():
+    """docs/guides/export.md's download sizes are those of
+    benchmarks/results/page_size.json (benchmarks/page_size.py)."""
+    with open(os.path.join(ROOT, "benchmarks", "results",
+                           "page_size.json")) as f:
+        measured = json.load(f)
+    with open(os.path.join(ROOT, "docs", "guides", "export.md"),
+              encoding="utf-8") as f:
+        guide = f.read()
+    first, again = measured["first_load"], measured["reload"]
+    for number in (first["transfer_bytes"], first["decoded_bytes"],
+                   again["transfer_bytes"]):
+        assert f"{number:,} bytes" in guide, number
+    for key, mib in measured["summary_mib"].items():
+        if mib:
+            assert f"{mib:.2f} MiB" in guide, key
+    assert measured["date"] in guide
+    assert f"{len(first['files']) - 1} files it fetches" in guide
