@@ -229,6 +229,70 @@ def test_errors_through_absl(error, status, traceback):
         assert result.stderr == "tfdptext-x: error: broken input\n"
 
 
+# Input that is not UTF-8: a usage error naming the argument, never
+# echoing it (it may be a user's text), no traceback.
+SECRET = b"my secret diagnosis \xff"
+
+_READ_STDIN = """
+import sys
+from tfdptext.cli import program
+
+def read(argv):
+    return len(sys.stdin.buffer.read().decode("utf-8"))
+
+program.run("tfdptext-x", "__main__", read)
+"""
+
+
+def test_non_utf8_arguments_are_named_not_echoed():
+    bad = SECRET.decode("utf-8", "surrogateescape")
+    assert program.non_utf8_argument(["prog", "--a=1", "ok"]) == ""
+    assert program.non_utf8_argument(["prog", "--x=1", bad]).startswith(
+        "argument 2 is not valid UTF-8 (an undecodable byte at character "
+        "21)")
+    assert program.non_utf8_argument(["prog", "--text=" + bad]).startswith(
+        "argument 1 (the value of --text) is not valid UTF-8")
+    assert program.non_utf8_argument(["prog", "--output_dir", bad]
+                                     ).startswith(
+        "argument 2 (after --output_dir) is not valid UTF-8")
+
+
+@pytest.mark.parametrize("module", sorted(
+    m for m, _ in _console_scripts().values()))
+def test_every_program_runs_through_program_run(module):
+    """The checks above apply to every program: each main is
+    program.run."""
+    source = open(os.path.join(ROOT, *module.split(".")) + ".py").read()
+    assert "program.run(NAME, __name__," in source
+
+
+@pytest.mark.parametrize("argv, stdin, named", [
+    ([b"tfdptext-predict", b"--export_dir=x", SECRET], b"",
+     "argument 2 is not valid UTF-8"),
+    ([b"tfdptext-predict", b"--export_dir=" + SECRET, b"a text"], b"",
+     "argument 1 (the value of --export_dir) is not valid UTF-8"),
+    (None, SECRET, "input that is not valid UTF-8 (utf-8: invalid start "
+     "byte at position 20)"),
+])
+def test_non_utf8_input_is_a_usage_error(argv, stdin, named):
+    if argv is None:  # a program reading standard input
+        command = [sys.executable.encode(), b"-c", _READ_STDIN.encode()]
+        name = "tfdptext-x"
+    else:
+        command = [sys.executable.encode(), b"-c",
+                   b"import sys; sys.argv[0] = 'tfdptext-predict'; "
+                   b"from tfdptext.cli.predict import main; main()",
+                   *argv[1:]]
+        name = "tfdptext-predict"
+    result = subprocess.run(command, input=stdin, capture_output=True,
+                            env=ENV, timeout=120)
+    err = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 2, err
+    assert err.startswith(f"{name}: error: {named}"), err
+    assert "Traceback" not in err and b"secret" not in result.stderr + \
+        result.stdout
+
+
 def test_program_usage_error_has_no_traceback(tmp_path):
     taken = tmp_path / "a_file"
     taken.write_text("keep")

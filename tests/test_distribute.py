@@ -8,6 +8,7 @@ one epoch: about 30 s on 2 CPU cores).
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -232,10 +233,12 @@ def test_a_worker_trains_on_the_chiefs_draw_of_what_users_send(tmp_path):
     chief, worker = tmp_path / "run", tmp_path / "run.worker-1"
     chief.mkdir()
     names = [rundir.RANDOMIZED_LABELS, rundir.TRAINING_RELEASE]
+    run = rundir.RunDir(str(chief))
 
     def write_later():
         for name in names:
-            (chief / name).write_bytes(name.encode() * 3)
+            run.write_draw(name, lambda path, name=name: open(
+                path, "wb").write(name.encode() * 3))
 
     timer = threading.Timer(0.3, write_later)
     timer.start()
@@ -244,10 +247,19 @@ def test_a_worker_trains_on_the_chiefs_draw_of_what_users_send(tmp_path):
     timer.join()
     for name in names:
         assert (worker / name).read_bytes() == name.encode() * 3
-    # A resumed worker keeps what it already holds.
-    (chief / names[0]).write_bytes(b"changed")
+    # The worker's scratch run checks its copies against the chief's
+    # record: the chief's run id and digests.
+    scratch = rundir.RunDir(str(worker))
+    assert scratch.run_record() == run.run_record()
+    # A resumed worker keeps a copy that has the chief's digest, and
+    # refuses one that does not, naming it.
     devices.await_chief_files(str(chief), str(worker), names, timeout_s=1)
-    assert (worker / names[0]).read_bytes() == names[0].encode() * 3
+    (worker / names[0]).write_bytes(b"changed")
+    with pytest.raises(TfdptextError, match=re.escape(
+            str(worker / names[0])) + " has SHA-256 .* recorded when it "
+            "was drawn"):
+        devices.await_chief_files(str(chief), str(worker), names,
+                                  timeout_s=1)
     with pytest.raises(TimeoutError, match="never draws its own"):
         devices.await_chief_files(str(chief), str(tmp_path / "w2"),
                                   ["missing.json"], timeout_s=0.2,

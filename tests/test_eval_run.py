@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -107,6 +109,63 @@ def test_token_level_runs_report_inversion_and_deniability(runs):
     _, tok = _evaluate(runs, "token", private_attributes=["age"])
     assert 0.0 <= tok["token_level"]["inversion_accuracy"] <= 1.0
     assert tok["attack"]["per_attribute"]["age"]["mlp"]["n_test"] == 100
+
+
+def test_membership_attacks_the_release_the_model_trained_on(
+        runs, tmp_path, monkeypatch):
+    """A released-once run (t2t: --training_release=once) trained on one
+    recorded release: membership inference attacks those releases (the
+    same member logits as the server's answer to the recorded file, never
+    fresh releases of the train texts) and says which, in eval.json and
+    report.md. A release that is not the run's own is refused."""
+    from tfdptext import rundir
+    from tfdptext.evaluation import membership as membership_lib
+
+    seen = {}
+    original = membership_lib.membership_inference
+
+    def spy(logits_train, labels_train, *rest, **kwargs):
+        seen.update(logits=logits_train, labels=labels_train)
+        # The threshold attack alone (the trained ones take seconds more;
+        # tests/test_evaluation.py covers them).
+        return original(logits_train, labels_train, *rest,
+                        attacks=("threshold",))
+
+    monkeypatch.setattr(membership_lib, "membership_inference", spy)
+    out, result = _evaluate(runs, "t2t", private_attributes=[],
+                            membership=True, max_attack_examples=60)
+    run = TrainedRun(runs["t2t"])
+    released, labels, record = run.trained_release(limit=60)
+    assert labels is None  # no --label_epsilon: the data set's labels
+    np.testing.assert_allclose(
+        seen["logits"], np.log(np.clip(run.predict(released), 1e-12, 1)),
+        rtol=1e-6)
+    np.testing.assert_array_equal(
+        seen["labels"], runs["corpus"].splits["train"].labels[:60])
+    members = result["membership"]["members"]
+    stored = rundir.RunDir(runs["t2t"])
+    assert members == record and members["texts"] == 60
+    assert members["sha256"] == stored.recorded_draw(rundir.TRAINING_RELEASE)
+    assert members["run_id"] == stored.run_id()
+    with open(os.path.join(out, "report.md")) as f:
+        assert "the release the model trained on, training_release.npz " \
+            f"(SHA-256 {members['sha256'][:12]}" in f.read()
+    # Fresh releases of the same texts would give other member logits.
+    fresh, _ = run.releases(runs["corpus"].splits["train"].texts[:60])
+    assert not np.allclose(seen["logits"], np.log(np.clip(
+        run.predict(fresh), 1e-12, 1)))
+    # Another file in its place is refused, naming it.
+    copy = tmp_path / "t2t"
+    shutil.copytree(runs["t2t"], copy)
+    meta, splits = rundir.RunDir(str(copy)).read_training_release()
+    os.remove(copy / rundir.RUN_RECORD)
+    rundir.RunDir(str(copy)).write_training_release(
+        {k: v for k, v in meta.items() if k not in ("format", "splits")},
+        splits)  # the same content, drawn as another run
+    shutil.copy(os.path.join(runs["t2t"], rundir.RUN_RECORD), copy)
+    with pytest.raises(RunError, match=re.escape(
+            str(copy / rundir.TRAINING_RELEASE)) + " has SHA-256"):
+        TrainedRun(str(copy)).trained_release()
 
 
 def test_inversion_exact_on_a_toy_table():

@@ -4,6 +4,9 @@ only, read back on resume, refused when it does not fit), the guarantee of
 the training data, and the config rules. Tiny backbone, synthetic corpus."""
 
 import collections
+import os
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -14,9 +17,11 @@ from tfdptext import models
 from tfdptext import rundir
 from tfdptext import training
 from tfdptext.errors import ArgumentError
+from tfdptext.errors import TfdptextError
 from tfdptext.layers import token_privatizer
 from tfdptext.models import split_spec
 from tfdptext.training import builder
+from tfdptext.training import label_privacy
 from tfdptext.training import user_release
 
 EPOCHS = 2
@@ -165,8 +170,159 @@ def test_damaged_release_file_is_refused(tmp_path):
         run.read_training_release()
     with open(run.file(rundir.TRAINING_RELEASE), "wb") as f:
         f.write(b"PK\x03\x04 truncated")
-    with pytest.raises(ValueError, match="not a readable training release"):
+    # Its digest is no longer the one recorded when it was drawn.
+    with pytest.raises(ValueError, match="recorded when it was drawn"):
         run.read_training_release()
+
+
+@pytest.fixture(scope="module")
+def drawn(tiny_preset, corpus, tmp_path_factory):
+    """A text_to_text run directory whose release (and randomized labels)
+    were drawn, with what `released_inputs` needs to read it again."""
+    config = _config(tiny_preset, mode="text_to_text", eta=50.0,
+                     label_epsilon=1.0, max_train_examples=40,
+                     max_dev_examples=10).validate()
+    tokenizer = models.load_tokenizer(config.preset, config.max_length)
+    split = builder.build_split(config, models.load_backbone(config.preset),
+                                tokenizer, corpus.num_classes)
+    path = str(tmp_path_factory.mktemp("drawn") / "run")
+    run = rundir.RunDir(path, ValueError)
+    released, record = user_release.released_inputs(
+        run, config, split, tokenizer, corpus, ValueError, log=None)
+    label_privacy.randomized_labels(run, config, corpus, ValueError)
+    assert record["sha256"] == run.recorded_draw(rundir.TRAINING_RELEASE)
+    assert record["run_id"] == run.run_id() and len(run.run_id()) == 32
+    return dict(config=config, tokenizer=tokenizer, split=split, path=path,
+                released=released)
+
+
+def _copy_run(drawn, tmp_path, name="copy"):
+    target = str(tmp_path / name)
+    shutil.copytree(drawn["path"], target)
+    return rundir.RunDir(target, ValueError)
+
+
+def _read(drawn, run, corpus):
+    return user_release.released_inputs(
+        run, drawn["config"], drawn["split"], drawn["tokenizer"], corpus,
+        ValueError, log=None)
+
+
+def _rewrite(run, change):
+    """Rewrites the run's release through `change(meta, splits)` as if
+    it had been drawn so (its digest recorded): what the content checks
+    alone must refuse."""
+    meta, splits = run.read_training_release()
+    splits = {n: (np.array(v), np.array(l)) for n, (v, l) in splits.items()}
+    change(meta, splits)
+    run.write_training_release(
+        {k: v for k, v in meta.items() if k not in ("format", "splits")},
+        splits)
+
+
+def _shift_lengths(meta, splits):
+    values, lengths = splits["train"]
+    lengths[0] += 1
+    lengths[1] -= 1  # the same total
+
+
+def _float_ids(meta, splits):
+    values, lengths = splits["train"]
+    splits["train"] = (values.astype(np.float32), lengths)
+
+
+def _out_of_vocabulary(meta, splits):
+    values, lengths = splits["train"]
+    values[3] = 10**6
+
+
+@pytest.mark.parametrize("change, message", [
+    (_shift_lengths, r"lengths that are not its texts' real token counts "
+                     r"\(text 0"),
+    (_float_ids, r"float32 values .* token ids are 1-D integers"),
+    (_out_of_vocabulary, r"outside the vocabulary \[0, 30522\)"),
+])
+def test_release_contents_are_validated_on_read(drawn, corpus, tmp_path,
+                                                 change, message):
+    run = _copy_run(drawn, tmp_path)
+    _rewrite(run, change)
+    with pytest.raises(ValueError, match=message) as err:
+        _read(drawn, run, corpus)
+    assert run.file(rundir.TRAINING_RELEASE) in str(err.value)
+
+
+def test_a_release_of_another_run_or_edited_is_refused(drawn, corpus,
+                                                       tmp_path):
+    ours = _copy_run(drawn, tmp_path, "ours")
+    released, record = _read(drawn, ours, corpus)  # the copy reads back
+    assert not record["drawn_this_session"]
+    # Another run of the same config draws its own release...
+    other = rundir.RunDir(str(tmp_path / "other"), ValueError)
+    _read(drawn, other, corpus)
+    assert other.run_id() != ours.run_id()
+    theirs = other.file(rundir.TRAINING_RELEASE)
+    # ... which is refused here by its digest,
+    shutil.copy(theirs, ours.file(rundir.TRAINING_RELEASE))
+    with pytest.raises(ValueError, match="not the .* recorded when it was "
+                       "drawn") as err:
+        _read(drawn, ours, corpus)
+    assert ours.file(rundir.TRAINING_RELEASE) in str(err.value)
+    # ... and by its run id when the record is edited to match it.
+    record = ours.run_record()
+    record["draws"][rundir.TRAINING_RELEASE] = \
+        other.recorded_draw(rundir.TRAINING_RELEASE)
+    ours.write(rundir.RUN_RECORD, record)
+    with pytest.raises(ValueError, match=f"drawn by run '{other.run_id()}'"):
+        _read(drawn, ours, corpus)
+    # The labels likewise.
+    shutil.copy(other.file(rundir.TRAINING_RELEASE),
+                ours.file(rundir.TRAINING_RELEASE))
+    label_privacy.randomized_labels(other, drawn["config"], corpus,
+                                    ValueError)
+    shutil.copy(other.file(rundir.RANDOMIZED_LABELS),
+                ours.file(rundir.RANDOMIZED_LABELS))
+    with pytest.raises(ValueError, match="randomized_labels.json has "
+                       "SHA-256"):
+        label_privacy.randomized_labels(ours, drawn["config"], corpus,
+                                        ValueError)
+
+
+@pytest.mark.parametrize("name", [rundir.TRAINING_RELEASE,
+                                  rundir.RANDOMIZED_LABELS])
+@pytest.mark.parametrize("why", ["progress", "recorded"])
+def test_a_missing_draw_is_never_drawn_again(drawn, corpus, tmp_path, name,
+                                             why):
+    run = _copy_run(drawn, tmp_path)
+    os.remove(run.file(name))
+    if why == "progress":  # an epoch's checkpoint, no record of the draw
+        record = run.run_record()
+        record["draws"] = {}
+        run.write(rundir.RUN_RECORD, record)
+        run.write(rundir.BEST_RECORD, {"val_loss": 1.0})
+    before = sorted(os.listdir(run.path))
+    with pytest.raises(ValueError, match=(
+            f"{re.escape(run.file(name))} is missing, and .* never drawn "
+            "again.* new --output_dir")):
+        if name == rundir.TRAINING_RELEASE:
+            _read(drawn, run, corpus)
+        else:
+            label_privacy.randomized_labels(run, drawn["config"], corpus,
+                                            ValueError)
+    assert sorted(os.listdir(run.path)) == before  # nothing drawn
+
+
+def test_a_resumed_run_without_its_release_refuses(drawn, corpus,
+                                                   tmp_path):
+    """The trainer's path: a run with an epoch's progress (best.json)
+    whose training_release.npz is gone refuses to resume, naming it."""
+    run = _copy_run(drawn, tmp_path)
+    run.write_text(rundir.CONFIG, drawn["config"].to_json())
+    run.write(rundir.BEST_RECORD, {"val_loss": 1.0})
+    os.remove(run.file(rundir.TRAINING_RELEASE))
+    with pytest.raises(TfdptextError, match=re.escape(
+            f"{run.file(rundir.TRAINING_RELEASE)} is missing")):
+        training.train(drawn["config"], run.path, dataset=corpus, verbose=0)
+    assert not run.exists(rundir.TRAINING_RELEASE)
 
 
 def test_training_release_config_rules():

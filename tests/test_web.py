@@ -9,6 +9,7 @@ browser tests skip, with the reason, where Debian's chromium, its driver
 or web/node_modules are missing (`make test` installs them).
 """
 
+import gzip
 import json
 import os
 import re
@@ -70,9 +71,9 @@ class _Counting:
     def __getattr__(self, name):
         return getattr(self.model, name)
 
-    def predict(self, document):
+    def predict(self, document, *args):
         self.predictions += 1
-        return self.model.predict(document)
+        return self.model.predict(document, *args)
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +187,12 @@ def test_rest_predict_in_row_and_columnar_form(client, export):
     assert [r["label_name"] for r in rows] == [
         names[r["label"]] for r in rows]
     assert all(abs(sum(r["probabilities"]) - 1) < 1e-5 for r in rows)
-    assert "decoder's table row for code 1" in rows[1]["about_probabilities"]
+    # Per row only what differs per row (what a code release's
+    # probabilities are is said once, in the manifest).
+    assert all(set(r) == {"probabilities", "label", "label_name"}
+               for r in rows)
+    assert "decoder's table row" in manifest["server"]["outputs"][
+        "probabilities"]
     status, named = _post(client, {"instances": [{"private_code": 0},
                                                  {"private_code": 1}]})
     assert status == 200 and named == body
@@ -256,7 +262,7 @@ def test_status_metadata_and_files(client, export):
         "metadata"]["signature_def"]["signature_def"]["serving_default"]
     assert signature["inputs"]["private_code"]["dtype"] == "DT_INT32"
     assert set(signature["outputs"]) == {"probabilities", "label",
-                                         "label_name", "about_probabilities"}
+                                         "label_name"}
     served = client.get("/export/manifest.json").get_json()
     assert "source_run" not in served and "command" not in served
     assert served["user"] == manifest["user"]
@@ -284,7 +290,7 @@ def test_an_internal_error_reaches_the_client_without_traceback(
 
     model = rest_server.ServedModel(export[0])
 
-    def broken(document):
+    def broken(document, *args):
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(model, "predict", broken)
@@ -294,6 +300,94 @@ def test_an_internal_error_reaches_the_client_without_traceback(
     assert response.get_json() == {"error": "Internal error in "
                                    "tfdptext-serve (its log has the "
                                    "details)."}
+
+
+# Hardening: nesting, rows, the answer's size, version labels.
+
+
+def test_deeply_nested_json_is_a_400_without_traceback(client, caplog):
+    caplog.set_level("DEBUG", logger="tfdptext.serve")
+    for body in ("[" * 100000 + "]" * 100000,
+                 '{"inputs": ' + "[" * 100000 + "1" + "]" * 100000 + "}",
+                 '{"inputs": {"private_code": "' + "[" * 50 + '"}}'):
+        status, got = _post(client, body)
+        assert status == 400, got
+        assert "Traceback" not in got["error"]
+    status, got = _post(client, "[" * 100000 + "]" * 100000)
+    assert got == {"error": "JSON Parse error: the body nests arrays or "
+                   "objects deeper than 16 levels (a release needs at "
+                   "most 4)."}
+    assert "Traceback" not in caplog.text and "Recursion" not in caplog.text
+
+
+def test_rows_per_request_are_limited_and_answers_bounded(export):
+    from werkzeug.test import Client
+
+    model = rest_server.ServedModel(export[0])
+    limited = Client(rest_server.ServingApp(model, max_rows=50))
+    status, body = _post(limited, {"instances": [1] * 50})
+    assert status == 200 and len(body["predictions"]) == 50
+    # Per row: two probabilities, the label and its name; nothing that
+    # repeats a sentence per row.
+    assert len(json.dumps(body)) < 50 * 100
+    for request in ({"instances": [1] * 51},
+                    {"inputs": {"private_code": [0] * 51}},
+                    {"inputs": [0] * 51}):
+        status, got = _post(limited, request)
+        assert status == 400
+        assert got == {"error": "The request holds 51 rows; this server "
+                       "takes at most 50 per request (tfdptext-serve "
+                       "--max_rows): send them in several requests."}
+    assert rest_server.ServingApp(model).max_rows == 1000
+    with pytest.raises(rest_server.ServeError, match="max_rows"):
+        rest_server.ServingApp(model, max_rows=0)
+
+
+@pytest.mark.parametrize("method, path", [
+    ("POST", "/v1/models/quickstart/labels/stable:predict"),
+    ("GET", "/v1/models/quickstart/labels/stable"),
+    ("GET", "/v1/models/quickstart/labels/stable/metadata"),
+])
+def test_version_labels_answer_tf_servings_error(client, method, path):
+    response = client.open(path, method=method, data='{"inputs": [1]}')
+    assert response.status_code == 400
+    assert response.get_json() == {
+        "error": "Unrecognized servable version label: stable"}
+
+
+def test_page_files_are_compressed_and_cacheable(client, export):
+    path = "/export/" + rundir.TOKENIZER
+    plain = client.get(path)
+    packed = client.get(path, headers={"Accept-Encoding": "gzip, br"})
+    assert plain.status_code == packed.status_code == 200
+    assert "Content-Encoding" not in plain.headers
+    assert packed.headers["Content-Encoding"] == "gzip"
+    assert packed.headers["Vary"] == "Accept-Encoding"
+    assert gzip.decompress(packed.data) == plain.data == open(
+        os.path.join(export[0], rundir.TOKENIZER), "rb").read()
+    assert len(packed.data) < len(plain.data)
+    assert int(packed.headers["Content-Length"]) == len(packed.data)
+    for response in (plain, packed):
+        assert response.headers["Cache-Control"] == "no-cache"
+        etag = response.headers["ETag"]
+        again = client.get(path, headers={
+            "If-None-Match": etag, "Accept-Encoding": response.headers.get(
+                "Content-Encoding", "identity")})
+        assert again.status_code == 304 and again.data == b""
+    assert plain.headers["ETag"] != packed.headers["ETag"]
+    head = client.head(path, headers={"Accept-Encoding": "gzip"})
+    assert head.status_code == 200 and head.data == b""
+    served = client.get("/export/manifest.json",
+                        headers={"Accept-Encoding": "gzip"})
+    assert served.headers["Content-Encoding"] == "gzip"
+    assert client.get("/export/manifest.json", headers={
+        "Accept-Encoding": "gzip", "If-None-Match": served.headers["ETag"]}
+                      ).status_code == 304
+    page = client.get("/web/index.html", headers={"Accept-Encoding": "gzip"})
+    assert page.headers["Content-Encoding"] == "gzip"
+    assert b"<html" in gzip.decompress(page.data).lower()
+    for outside in ("/web/../setup.py", "/web/%2e%2e/setup.py"):
+        assert client.get(outside).status_code == 404
 
 
 def _guide_command(program):
@@ -387,7 +481,8 @@ def test_page_privatizes_and_the_server_answers_a_label(browser, http, app,
     sent = json.loads(chromium.text_of(browser, "request"))
     assert sent["inputs"].keys() == {"private_code"}  # the release alone
     assert app.model.predictions == before + 1
-    assert "table row for code" in chromium.text_of(browser, "answer")
+    assert "table row for the released code" in chromium.text_of(
+        browser, "answer")
     assert "1-LDP per text" in chromium.text_of(browser, "guarantee")
     assert re.search(r": 1 release\(s\) x epsilon 1\.00 = epsilon 1\.00",
                      chromium.text_of(browser, "ledger"))
@@ -499,3 +594,23 @@ def test_guide_manifest_example_is_the_quickstarts(export):
     [block] = [b for b in re.findall(r"```json\n(.*?)```", guide, re.S)
                if b.startswith('{"user"')]
     _subset(json.loads(block), export[1])
+
+
+def test_guide_states_the_measured_page_size():
+    """docs/guides/export.md's download sizes are those of
+    benchmarks/results/page_size.json (benchmarks/page_size.py)."""
+    with open(os.path.join(ROOT, "benchmarks", "results",
+                           "page_size.json")) as f:
+        measured = json.load(f)
+    with open(os.path.join(ROOT, "docs", "guides", "export.md"),
+              encoding="utf-8") as f:
+        guide = f.read()
+    first, again = measured["first_load"], measured["reload"]
+    for number in (first["transfer_bytes"], first["decoded_bytes"],
+                   again["transfer_bytes"]):
+        assert f"{number:,} bytes" in guide, number
+    for key, mib in measured["summary_mib"].items():
+        if mib:
+            assert f"{mib:.2f} MiB" in guide, key
+    assert measured["date"] in guide
+    assert f"{len(first['files']) - 1} files it fetches" in guide

@@ -20,6 +20,11 @@ A run directory (written by `tfdptext-train`)::
                          text_to_text, seq_rep): the user side's release
                          of every train and dev text, drawn once (read on
                          resume); layout in `RunDir.write_training_release`
+    run.json             the run's identity (a random run id, written when
+                         the run directory is created) and the SHA-256 of
+                         each draw of what users send (the two files
+                         above), recorded when drawn and checked on every
+                         read (`RunDir.write_draw`, `RunDir.check_draw`)
     metrics.json         written LAST: the run's "finished" marker; it holds
                          the tfdptext version and `run_format`
     logs/                TensorBoard
@@ -51,6 +56,7 @@ Python and numpy (no TensorFlow import).
 import json
 import os
 import re
+import secrets
 import shutil
 import zipfile
 
@@ -87,8 +93,13 @@ SWEEP_STATE = "sweep.json"
 RANDOMIZED_LABELS = "randomized_labels.json"
 # --training_release=once: the users' released train and dev inputs.
 TRAINING_RELEASE = "training_release.npz"
-# Its layout version (meta["format"]).
-TRAINING_RELEASE_FORMAT = 1
+# Its layout version (meta["format"]). 2: meta names the run id.
+TRAINING_RELEASE_FORMAT = 2
+# The run's identity and the digests of its draws of what users send.
+RUN_RECORD = "run.json"
+# What a run draws once from what users send (never again: see
+# RunDir.check_may_draw).
+USER_DRAWS = (RANDOMIZED_LABELS, TRAINING_RELEASE)
 
 # What shows that a run made progress: a directory holding config.json and
 # none of these is a run whose start failed, and is treated as new.
@@ -100,6 +111,7 @@ CHECKPOINT_FILES = (BACKUP, BEST_WEIGHTS, BEST_RECORD)
 # The keys each JSON file of a finished run must hold.
 REQUIRED_KEYS = {
     CONFIG: ("mode", "mechanism", "max_length", "dataset"),
+    RUN_RECORD: ("run_id", "draws"),
     SPLIT: ("split_point", "guarantee", "tokenizer"),
     METRICS: ("versions", "parameters", "epochs"),
 }
@@ -399,6 +411,93 @@ class RunDir(Directory):
         self.read_best()
         return RESUME if progress else NEW
 
+    # The run's identity and its draws of what users send (RUN_RECORD).
+
+    def run_record(self):
+        """RUN_RECORD's object, or None when the run has none yet."""
+        if not self.exists(RUN_RECORD):
+            return None
+        record = self.read(RUN_RECORD)
+        if not isinstance(record["draws"], dict):
+            raise self.error(f"{self.file(RUN_RECORD)}: 'draws' is not an "
+                             "object.")
+        return record
+
+    def run_id(self, create=False):
+        """The run's random id (RUN_RECORD); with `create`, one is drawn
+        (128 bits from os.urandom) and written when the run has none."""
+        record = self.run_record()
+        if record is None and create:
+            record = {"run_id": secrets.token_hex(16), "draws": {}}
+            self.write(RUN_RECORD, record)
+        return None if record is None else str(record["run_id"])
+
+    def adopt_run_record(self, record):
+        """Writes `record` (the chief's RUN_RECORD) as this run's: a
+        worker's scratch run checks its copies against the chief's."""
+        self.write(RUN_RECORD, record)
+
+    def recorded_draw(self, name):
+        """The SHA-256 RUN_RECORD holds for draw `name`, or None."""
+        record = self.run_record()
+        return None if record is None else record["draws"].get(name)
+
+    def check_may_draw(self, name):
+        """Raises `error` unless draw `name` may be drawn now: never in a
+        run that has progress (checkpoints or metrics of an epoch) or that
+        recorded drawing it, since every text or label it holds was then
+        released already (and trained on)."""
+        recorded = self.recorded_draw(name)
+        if recorded is None and not self.has_progress():
+            return
+        why = (f"{self.file(RUN_RECORD)} records that it was drawn (SHA-256 "
+               f"{recorded[:12]}...)" if recorded else
+               "the run has progress (checkpoints or metrics of an epoch), "
+               "so it was drawn and trained on")
+        raise self.error(
+            f"{self.file(name)} is missing, and {why}: what users sent is "
+            "released once and never drawn again. Restore the file, or "
+            "start over in a new --output_dir (a new run, which draws its "
+            "own release once).")
+
+    def write_draw(self, name, write):
+        """Writes draw `name` atomically with `write(path)`, its SHA-256
+        recorded in RUN_RECORD before the file takes its name (a kill in
+        between leaves a recorded draw that is missing: refused, never
+        drawn again)."""
+        run_id = self.run_id(create=True)
+        os.makedirs(self.path, exist_ok=True)
+        tmp = self.file(f"{TEMPORARY_PREFIX}{os.getpid()}-{name}")
+        write(tmp)
+        record = self.run_record()
+        record["draws"][name] = runfiles.sha256_file(tmp)
+        self.write(RUN_RECORD, record)
+        os.replace(tmp, self.file(name))
+        return run_id
+
+    def check_draw(self, name):
+        """Raises `error` naming draw `name` unless its SHA-256 is the one
+        RUN_RECORD recorded when it was drawn (a file edited, damaged, or
+        copied from another run, even one of the same config, is
+        refused). Returns the digest."""
+        path = self.file(name)
+        hint = ("what users sent is released once: restore the run's own "
+                "file, or start over in a new --output_dir")
+        recorded = self.recorded_draw(name)
+        if recorded is None:
+            raise self.error(
+                f"{path} is not recorded in {self.file(RUN_RECORD)}: it "
+                "was not drawn by this run (or by a tfdptext from before "
+                f"run records), so it cannot be checked; {hint}.")
+        actual = runfiles.sha256_file(path)
+        if actual != recorded:
+            raise self.error(
+                f"{path} has SHA-256 {actual[:12]}..., not the "
+                f"{recorded[:12]}... recorded when it was drawn "
+                f"({self.file(RUN_RECORD)}): it was changed or comes from "
+                f"another run; {hint}.")
+        return actual
+
     # The training release (--training_release=once).
 
     def write_training_release(self, meta, splits):
@@ -415,7 +514,7 @@ class RunDir(Directory):
             splits: {split: (values, lengths)} numpy arrays.
         """
         meta = {**meta, "format": TRAINING_RELEASE_FORMAT,
-                "splits": list(splits)}
+                "run_id": self.run_id(create=True), "splits": list(splits)}
         arrays = {"meta": np.asarray(json.dumps(meta, sort_keys=True))}
         for split, (values, lengths) in splits.items():
             arrays[_npz_key(split, "values")] = np.ascontiguousarray(values)
@@ -426,15 +525,18 @@ class RunDir(Directory):
             with open(path, "wb") as f:
                 np.savez(f, **arrays)
 
-        self.write_with(TRAINING_RELEASE, write)
+        self.write_draw(TRAINING_RELEASE, write)
 
     def read_training_release(self):
         """(meta, {split: (values, lengths)}) of TRAINING_RELEASE; raises
-        `error` naming the file when it is not a complete release of this
-        layout (unreadable, a key missing, lengths that do not add up)."""
+        `error` naming the file when it is not this run's complete release
+        of this layout (its SHA-256 not the one recorded when drawn, its
+        run id another run's, unreadable, a key missing, lengths that do
+        not add up)."""
         path = self.file(TRAINING_RELEASE)
         hint = ("it holds what the users' devices released, drawn once: "
                 "use a new --output_dir to draw again")
+        self.check_draw(TRAINING_RELEASE)
         try:
             with np.load(path, allow_pickle=False) as stored:
                 meta = json.loads(str(stored["meta"]))
@@ -450,7 +552,16 @@ class RunDir(Directory):
             raise self.error(f"{path} is not a readable training release "
                              f"({type(err).__name__}: {err}); {hint}."
                              ) from None
+        if meta.get("run_id") != self.run_id():
+            raise self.error(
+                f"{path} was drawn by run {meta.get('run_id')!r}, not this "
+                f"run ({self.run_id()!r}, {self.file(RUN_RECORD)}); {hint}.")
         for split, (values, lengths) in splits.items():
+            if lengths.dtype.kind not in "iu":
+                raise self.error(
+                    f"{path}: split {split!r} has lengths of dtype "
+                    f"{lengths.dtype}, not integers; the file is damaged; "
+                    f"{hint}.")
             rows = int(lengths.sum()) if meta.get("per_token") else len(
                 lengths)
             if lengths.ndim != 1 or (lengths < 0).any() or \

@@ -40,12 +40,15 @@ function describeRelease(client, made) {
   return `${made.releaseName}: ${values.length} numbers [${shown}${values.length > 8 ? ', …' : ''}]`;
 }
 
-function describeAnswer(answer) {
+function describeAnswer(client, answer) {
   const parts = [];
   if (answer.probabilities) {
     parts.push(`probabilities [${answer.probabilities[0].map((p) => p.toFixed(3)).join(', ')}]`);
   }
-  if (answer.about_probabilities) parts.push(answer.about_probabilities[0]);
+  // What a code release's probabilities are: said once, in the manifest.
+  if (client.manifest.split_point === 'code') {
+    parts.push(client.manifest.server.outputs.probabilities);
+  }
   return parts.join(': ');
 }
 
@@ -99,7 +102,7 @@ async function main() {
     try {
       const answer = await sendRelease(server, manifest, made.request);
       $('label').textContent = answer.label_name[0];
-      $('answer').textContent = describeAnswer(answer);
+      $('answer').textContent = describeAnswer(client, answer);
       setStatus('sent', 'sent; the server answered');
     } catch (err) {
       setStatus('error', err instanceof ServerError ?

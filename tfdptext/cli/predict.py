@@ -34,6 +34,7 @@ def predict(argv):
     import numpy as np
 
     from tfdptext.export.local import ExportedPipeline
+    from tfdptext.models import split_spec
     from tfdptext.privacy import Guarantee
 
     from tfdptext.privacy import headline
@@ -53,7 +54,7 @@ def predict(argv):
                                 precision=3)
         probabilities = np.array2string(answer["probabilities"][i],
                                         precision=3)
-        if "about_probabilities" in answer:  # a code release: a lookup
+        if pipeline.spec.name == split_spec.CODE:  # a lookup
             code = int(np.ravel(released[main_output][i])[0])
             probabilities = (f"P(class | code {code}) {probabilities} (the "
                              "decoder's table row for this code, not a "

@@ -1,11 +1,13 @@
 """Serves an export's server model under TF Serving's REST API, and the page.
 
     tfdptext-serve --export_dir=exports/quickstart [--port=8501]
+        [--max_rows=1000]
 
 The same requests and answers as TensorFlow Serving for the export's
 SavedModel (`POST /v1/models/NAME[/versions/N]:predict` with "instances"
 or "inputs", `GET /v1/models/NAME[/versions/N][/metadata]`, errors as
-{"error": "..."} with TF Serving's HTTP statuses), so an app tested against
+{"error": "..."} with TF Serving's HTTP statuses; at most --max_rows rows
+per request), so an app tested against
 it works against TF Serving unchanged (docs/guides/export.md gives TF
 Serving's command). It also serves the web client: open
 http://HOST:PORT/?text=... to privatize a text in the browser with the
@@ -18,6 +20,7 @@ import os
 from absl import flags
 
 from tfdptext.cli import program
+from tfdptext.rest import predict_json
 
 FLAGS = flags.FLAGS
 NAME = "tfdptext-serve"
@@ -37,6 +40,11 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_string("host", "127.0.0.1", "Address to listen on "
                         "(0.0.0.0: every interface).",
                         flag_values=flag_values)
+    flags.DEFINE_integer("max_rows", predict_json.MAX_ROWS, "The most rows (texts) one "
+                         "predict request may hold; a larger request is "
+                         "refused with 400 (it bounds the work and the "
+                         "answer's size).", lower_bound=1,
+                         flag_values=flag_values)
     flags.DEFINE_string("web_dir", DEFAULT_WEB_DIR, "The web client's "
                         "folder (web/ of a checkout, after `npm ci` in it); "
                         "empty: serve the REST API only.",
@@ -55,7 +63,8 @@ def serve(argv):
     from tfdptext.rest import server
 
     model = server.ServedModel(FLAGS.export_dir)
-    app = server.ServingApp(model, FLAGS.web_dir or None)
+    app = server.ServingApp(model, FLAGS.web_dir or None,
+                            max_rows=FLAGS.max_rows)
     httpd = server.make_server(app, FLAGS.host, FLAGS.port)
     url = f"http://{FLAGS.host}:{httpd.server_port}"
     print(f"{NAME}: serving {url}/ (model {model.name}, version "

@@ -547,12 +547,9 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
                 run, released["test"], features["test"],
                 deniability_tokens, deniability_samples, seed)
         if membership:
-            from tfdptext.evaluation import membership as membership_lib
-
-            member = run.predict(released["train"])
-            result["membership"] = membership_lib.membership_inference(
-                _log_probabilities(member), splits["train"].labels,
-                _log_probabilities(probabilities), test.labels)
+            result["membership"] = membership_attack(
+                run, released["train"], splits["train"].labels,
+                probabilities, test.labels, max_attack_examples)
         result["options"] = options
         write(result, partial, test.labels, predicted, plots)
         _publish(partial, output_dir)
@@ -561,6 +558,38 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
 
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    return result
+
+
+def membership_attack(run, fresh, fresh_labels, test_probabilities, test_labels,
+                      limit):
+    """Membership inference on the server classifier: members are the
+    train texts as the model saw them, non-members the test split.
+
+    A run that released its texts once (--training_release=once) trained
+    on one recorded release: that release is attacked (its first `limit`
+    texts, with the labels it trained on), never fresh releases of the
+    same texts, and the result's "members" says so (file, SHA-256, run id).
+    Otherwise the model saw fresh noise at every epoch, and `fresh` (a
+    fresh release of the train texts, `fresh_labels`) stands for it.
+    """
+    from tfdptext.evaluation import membership as membership_lib
+
+    trained = run.trained_release(limit)
+    if trained is None:
+        members, labels = fresh, fresh_labels
+        record = {"release": "fresh releases of the train texts (the run "
+                  "privatized them anew at every epoch)",
+                  "texts": len(fresh_labels), "labels": "the data set's "
+                  "train labels"}
+    else:
+        members, labels, record = trained
+        if labels is None:
+            labels = fresh_labels[:record["texts"]]
+    result = membership_lib.membership_inference(
+        _log_probabilities(run.predict(members)), labels,
+        _log_probabilities(test_probabilities), test_labels)
+    result["members"] = record
     return result
 
 

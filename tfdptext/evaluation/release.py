@@ -182,6 +182,48 @@ class TrainedRun:
         return self.spec.with_mask(self.secure_user(batch),
                                    batch["padding_mask"])
 
+    def trained_release(self, limit=None):
+        """The release of its train texts the model trained on, as
+        `releases` gives (a dict keyed by `spec.released_keys`), and what
+        it is: None unless the run released its texts once
+        (--training_release=once). Read from TRAINING_RELEASE, checked
+        against the SHA-256 and run id the run recorded when it drew it
+        (RunError naming the file otherwise); `limit`: its first texts.
+
+        The labels are those the model trained on: the randomized ones
+        of a --label_epsilon run (RANDOMIZED_LABELS), else None (the
+        data set's). Returns (release, labels, record) or None.
+        """
+        from tfdptext.training import user_release
+
+        mode = (self.metrics.get("training_release") or {}).get("mode")
+        if mode != user_release.ONCE:
+            return None
+        if not self.run.exists(rundir.TRAINING_RELEASE):
+            raise RunError(
+                f"{self.run.file(rundir.TRAINING_RELEASE)} is missing: the "
+                "run trained on that release (metrics.json says "
+                "training_release once), the one to attack.")
+        meta, stored = self.run.read_training_release()
+        values, lengths = stored["train"]
+        n = len(lengths) if limit is None else min(limit, len(lengths))
+        part = user_release.ReleasedSplit(values, lengths, self.spec.per_token)
+        value, mask = part.rows(np.arange(n), self.spec.pad_value(
+            self.spec.release, self.tokenizer.pad_id))
+        released = self.spec.with_mask({self.spec.release: value}, mask)
+        labels, label_file = None, None
+        if self.run.exists(rundir.RANDOMIZED_LABELS):
+            self.run.check_draw(rundir.RANDOMIZED_LABELS)
+            labels = np.asarray(self.run.read(
+                rundir.RANDOMIZED_LABELS, required=("train",))["train"][:n],
+                np.int64)
+            label_file = rundir.RANDOMIZED_LABELS
+        record = {"release": rundir.TRAINING_RELEASE,
+                  "sha256": self.run.recorded_draw(rundir.TRAINING_RELEASE),
+                  "run_id": meta["run_id"], "texts": n,
+                  "labels": label_file or "the data set's train labels"}
+        return released, labels, record
+
     def attack_features(self, released, table=None):
         """One float vector per text from a release, for attackers (the
         spec's `attack_features`): the released vector, the mean of the

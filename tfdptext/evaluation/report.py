@@ -223,9 +223,9 @@ def write_report(result, output_dir):
     mia = result.get("membership")
     if mia:
         lines += ["", "## Membership inference on the server classifier", "",
-                  "Members: releases of the train examples used above; "
-                  "non-members: the test split (tensorflow-privacy's attack "
-                  "library).", "", "| attack | AUC | advantage |",
+                  _members(mia) + "; non-members: the test split "
+                  "(tensorflow-privacy's attack library).", "",
+                  "| attack | AUC | advantage |",
                   "|---|---|---|"]
         for name, r in mia["attacks"].items():
             lines.append(f"| {name} | {_f(r['auc'])} | "
@@ -236,6 +236,19 @@ def write_report(result, output_dir):
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(lines) + "\n")
     os.replace(path + ".tmp", path)
+
+
+def _members(mia):
+    """Which release of the train texts the membership attack used."""
+    members = mia.get("members")
+    if not members:  # an evaluation from before "members" was recorded
+        return "Members: releases of the train examples used above"
+    what = members["release"]
+    if "sha256" in members:
+        what = (f"the release the model trained on, {what} (SHA-256 "
+                f"{members['sha256'][:12]}..., run {members['run_id']})")
+    return (f"Members: {members['texts']} train texts, {what}, with "
+            f"{members['labels']}")
 
 
 def _parameter(token):

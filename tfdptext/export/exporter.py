@@ -343,20 +343,6 @@ def _refuse_non_finite(probabilities):
         return tf.identity(probabilities)
 
 
-# The code release's extra output: what its probabilities are.
-ABOUT_PROBABILITIES = "about_probabilities"
-
-
-def _code_probabilities_note(codes):
-    """(batch,) strings: the probabilities of a code release are the
-    decoder's table row for the code, not a confidence about one text."""
-    code = tf.strings.as_string(codes)
-    return tf.strings.join([
-        "P(class | code ", code, "): the decoder's table row for code ",
-        code, ", the same for every text that released it (a lookup, not "
-        "a confidence about this text)"])
-
-
 def _num_codes(server):
     """m, the number of codes the server's CodeDecoder reads."""
     from tfdptext.models.code import CodeDecoder
@@ -436,12 +422,11 @@ def _write_server(server, split_point, max_length, dim, path,
         probabilities = _refuse_non_finite(
             tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1))
         label = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        answer = {"probabilities": probabilities, "label": label,
-                  "label_name": tf.gather(names, label)}
-        if num_codes is not None:
-            answer[ABOUT_PROBABILITIES] = _code_probabilities_note(
-                inputs[spec.release])
-        return answer
+        # Per row only what differs per row: what the probabilities of a
+        # code release are is said once, in the manifest
+        # (server.outputs.probabilities), not repeated in every answer.
+        return {"probabilities": probabilities, "label": label,
+                "label_name": tf.gather(names, label)}
 
     archive = keras.export.ExportArchive()
     archive.track(server)
@@ -825,7 +810,6 @@ def _server_outputs(spec):
             ": P(class | code), the decoder's table row for the released "
             "code, the same for every text that released it; not a "
             "confidence about one text")
-        outputs[ABOUT_PROBABILITIES] = "string (batch,): says so, per row"
     return outputs
 
 

@@ -24,12 +24,23 @@ http_server.cc).
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 
 # TF Serving's mapping of status codes to HTTP statuses, for those we use.
 HTTP_STATUS = {"OK": 200, "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400,
                "NOT_FOUND": 404, "UNIMPLEMENTED": 501, "INTERNAL": 500}
+# How deep a request's arrays and objects may nest: a release needs at
+# most 4 levels ({"inputs": {name: [rows [tokens [features]]]}}, or
+# {"instances": [{name: [tokens [features]]}]}); a deeper body is refused
+# before it is parsed (Python's parser would recurse once per level).
+MAX_DEPTH = 16
+# The default of how many rows (texts) one predict request may hold
+# (tfdptext-serve --max_rows): it bounds the work and the answer's size.
+MAX_ROWS = 1000
+# JSON strings (skipped whole, escapes included) and brackets.
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 _TYPES = {"int32": "int32", "int64": "int64", "float32": "float",
           "float64": "double", "string": "string"}
 
@@ -75,18 +86,41 @@ class Request:
     row_format: bool
 
 
+def _depth_exceeds(body, limit):
+    """Whether brackets outside strings nest deeper than `limit` in the
+    JSON text `body` (a scan by regular expression, no recursion)."""
+    depth = 0
+    for match in _BRACKETS.finditer(body):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in "]}":
+            depth -= 1
+    return False
+
+
 def parse_body(body):
     """The request body (bytes or str) as a JSON object; RestError
-    otherwise."""
+    otherwise (not UTF-8, not JSON, nested deeper than MAX_DEPTH, not an
+    object)."""
     try:
         if isinstance(body, bytes):
             body = body.decode("utf-8")
-        document = json.loads(body)
     except UnicodeDecodeError:
         raise invalid("The request body is not UTF-8 text.") from None
+    if _depth_exceeds(body, MAX_DEPTH):
+        raise invalid(f"JSON Parse error: the body nests arrays or objects "
+                      f"deeper than {MAX_DEPTH} levels (a release needs at "
+                      "most 4).")
+    try:
+        document = json.loads(body)
     except json.JSONDecodeError as err:
         raise invalid(f"JSON Parse error: {err.msg} at offset {err.pos}"
                       ) from None
+    except RecursionError:  # defence in depth: the scan prevents it
+        raise invalid("JSON Parse error: nested too deeply.") from None
     if not isinstance(document, dict):
         raise invalid("The request body must be a JSON object with "
                       "'instances' or 'inputs'.")
@@ -102,11 +136,12 @@ def signature_name(document, default="serving_default"):
     return name or default
 
 
-def parse_request(document, specs):
+def parse_request(document, specs, max_rows=MAX_ROWS):
     """The Request of a predict body for a signature of `specs` (a list of
     InputSpec, in order). RestError (INVALID_ARGUMENT) for a missing or
-    unknown key, a missing or unknown input, a value of the wrong type,
-    ragged rows or a shape the signature does not take."""
+    unknown key, a missing or unknown input, more than `max_rows` rows, a
+    value of the wrong type, ragged rows or a shape the signature does not
+    take."""
     has_rows, has_columns = "instances" in document, "inputs" in document
     if has_rows == has_columns:
         raise invalid("Missing 'inputs' or 'instances' key" if not has_rows
@@ -119,9 +154,12 @@ def parse_request(document, specs):
                       "'signature_name' and one of 'instances' / 'inputs'.")
     by_name = {spec.name: spec for spec in specs}
     if has_rows:
+        _check_rows(document["instances"], max_rows)
         values = _columns_of_rows(document["instances"], specs)
     else:
         values = _columns(document["inputs"], specs)
+        for value in values.values():
+            _check_rows(value, max_rows)
     missing = [name for name in by_name if name not in values]
     extra = sorted(set(values) - set(by_name))
     if extra:
@@ -137,6 +175,16 @@ def parse_request(document, specs):
         raise invalid(f"Inputs have different batch sizes {batches}: every "
                       "input must hold the same number of rows.")
     return Request(signature_name(document), arrays, has_rows)
+
+
+def _check_rows(batch, max_rows):
+    """RestError when `batch` (a JSON list, batch first) holds more than
+    `max_rows` rows."""
+    if isinstance(batch, list) and len(batch) > max_rows:
+        raise invalid(
+            f"The request holds {len(batch)} rows; this server takes at "
+            f"most {max_rows} per request (tfdptext-serve --max_rows): send "
+            "them in several requests.")
 
 
 def _columns_of_rows(instances, specs):

@@ -12,17 +12,28 @@ TF Serving unchanged:
     GET  /v1/models/NAME[/versions/N]           the model's status
     GET  /v1/models/NAME[/versions/N]/metadata  its signature
 
+A version label (`/labels/LABEL` in place of `/versions/N`) is answered
+as TF Serving answers a label its model config does not define: 400,
+"Unrecognized servable version label: LABEL" (an export is one version,
+and tfdptext-serve defines no labels). A predict request holds at most
+`max_rows` rows (400 above it), so the answer's size is bounded: per row
+the signature's outputs only (probabilities, label, label name).
+
 Besides, for the web client: `/` leads to the page (/web/index.html, its
 query kept), `/web/...` its scripts and LiteRT.js's files, and `/export/...` the files an app
 ships (`manifest.json` without the training machine's paths, and the
 manifest's files under user/: the phone model, vocabulary, tokenizer
-settings and test vectors). Nothing else of the export is served.
+settings and test vectors). Nothing else of the export is served. These
+files go out gzip-compressed to clients that accept it, with an ETag and
+`Cache-Control: no-cache` (`tfdptext.rest.static`): a reload is answered
+304 with no body.
 
 Every error reaches the client as {"error": "..."}: a bad request with TF
 Serving's message kind and status 400 (404 for an unknown model or
 version), a refused release with the signature's own message, which names
-what was refused (a code, a vector, a token list); an unexpected failure
-is logged here with its traceback and answered 500 without one.
+what was refused (a code, a vector, a token list); a body nested deeper than
+`predict_json.MAX_DEPTH` is a 400 before it is parsed; an unexpected
+failure is logged here with its traceback and answered 500 without one.
 """
 
 import json
@@ -41,13 +52,17 @@ from werkzeug.wrappers import Response
 from tfdptext import rundir
 from tfdptext.errors import TfdptextError
 from tfdptext.rest import predict_json
+from tfdptext.rest import static
 from tfdptext.rest.predict_json import RestError
 
 LOG = logging.getLogger("tfdptext.serve")
-PREDICT = re.compile(r"(?i)/v1/models/([^/:]+)(?:/versions/(\d+))?:"
-                     r"(classify|regress|predict)")
-METADATA = re.compile(r"(?i)/v1/models/([^/:]+)(?:/versions/(\d+))?/metadata")
-STATUS = re.compile(r"(?i)/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?")
+# TF Serving's paths (http_rest_api_handler.cc): a version or a version
+# label after the model name.
+_VERSION = r"(?:/versions/(\d+)|/labels/([^/:]+))?"
+PREDICT = re.compile(r"(?i)/v1/models/([^/:]+)" + _VERSION +
+                     r":(classify|regress|predict)")
+METADATA = re.compile(r"(?i)/v1/models/([^/:]+)" + _VERSION + "/metadata")
+STATUS = re.compile(r"(?i)/v1/models(?:/([^/:]+))?" + _VERSION)
 # Releases are small (a code, a vector, at most max_length x dim floats).
 MAX_BODY_BYTES = 64 * 2**20
 # What the page needs of LiteRT.js (ES modules and the wasm files).
@@ -126,9 +141,13 @@ class ServedModel:
                                        spec.dtype.name)
                 for name, spec in inputs.items()]
 
-    def check_version(self, name, version, servable=True):
+    def check_version(self, name, version, servable=True, label=None):
         """RestError (NOT_FOUND) unless `name` and `version` (None: the
-        latest) are this model's, in TF Serving's words."""
+        latest) are this model's, in TF Serving's words; a version `label`
+        is TF Serving's INVALID_ARGUMENT (no labels are defined)."""
+        if label is not None:
+            raise predict_json.invalid(
+                f"Unrecognized servable version label: {label}")
         if name == self.name and version in (None, self.version):
             return
         if servable:
@@ -142,9 +161,9 @@ class ServedModel:
         raise RestError("NOT_FOUND",
                         f"Could not find version {version} of model {name}")
 
-    def predict(self, document):
+    def predict(self, document, max_rows=predict_json.MAX_ROWS):
         """The JSON answer to a predict body (a dict); RestError for a
-        request the signature refuses."""
+        request the signature refuses, or of more than `max_rows` rows."""
         import tensorflow as tf
 
         key = predict_json.signature_name(document)
@@ -152,7 +171,8 @@ class ServedModel:
             raise predict_json.invalid(
                 f'Serving signature name: "{key}" not found in signature '
                 "def")
-        request = predict_json.parse_request(document, self.specs[key])
+        request = predict_json.parse_request(document, self.specs[key],
+                                             max_rows)
         try:
             outputs = self.signatures[key](**{
                 name: tf.constant(value)
@@ -215,11 +235,18 @@ class ServingApp:
         model: a ServedModel.
         web_dir: the web client's folder (web/ of a checkout, with its
             node_modules installed), or None to serve the REST API only.
+        max_rows: the most rows (texts) one predict request may hold.
     """
 
-    def __init__(self, model, web_dir=None):
+    def __init__(self, model, web_dir=None, max_rows=predict_json.MAX_ROWS):
+        if isinstance(max_rows, bool) or not isinstance(max_rows, int) or \
+                max_rows < 1:
+            raise ServeError(f"`max_rows` must be an integer >= 1, got "
+                             f"{max_rows!r}.")
         self.model = model
         self.web_dir = os.path.abspath(web_dir) if web_dir else None
+        self.max_rows = max_rows
+        self.files = static.StaticFiles()
 
     def __call__(self, environ, start_response):
         request = Request(environ)
@@ -252,7 +279,9 @@ class ServingApp:
         if path.startswith("/web/"):
             return self.web_file(path[len("/web/"):], request)
         if path == "/export/" + rundir.MANIFEST:
-            return _json(self.model.client_manifest())
+            return self.files.data_response(
+                rundir.MANIFEST, json.dumps(self.model.client_manifest(
+                )).encode("utf-8"), "application/json", request)
         if path.startswith("/export/"):
             relative = path[len("/export/"):]
             if relative not in self.model.user_files():
@@ -266,27 +295,26 @@ class ServingApp:
         path, method = request.path, request.method
         match = PREDICT.fullmatch(path)
         if method == "POST" and match:
-            name, version, verb = match.groups()
-            self.model.check_version(name, _version(version))
+            name, version, label, verb = match.groups()
+            self.model.check_version(name, _version(version), label=label)
             if verb.lower() != "predict":
                 raise predict_json.invalid(
                     f"The signature of model {name} is a predict "
                     f"signature; :{verb} needs a {verb} signature.")
             document = predict_json.parse_body(request.get_data())
-            return _json(self.model.predict(document))
+            return _json(self.model.predict(document, self.max_rows))
         match = METADATA.fullmatch(path)
         if method == "GET" and match:
-            self.model.check_version(match.group(1),
-                                     _version(match.group(2)),
-                                     servable=True)
+            name, version, label = match.groups()
+            self.model.check_version(name, _version(version), label=label)
             return _json(self.model.metadata())
         match = STATUS.fullmatch(path)
         if method == "GET" and match:
-            if not match.group(1):
+            name, version, label = match.groups()
+            if not name:
                 raise predict_json.invalid("Missing model name in request.")
-            self.model.check_version(match.group(1),
-                                     _version(match.group(2)),
-                                     servable=False)
+            self.model.check_version(name, _version(version),
+                                     servable=False, label=label)
             return _json(self.model.status())
         raise predict_json.invalid(f"Malformed request: {method} {path}")
 
@@ -307,17 +335,16 @@ class ServingApp:
                             f"{self.web_dir} (make test does).")
         return self._send(self.web_dir, relative, request)
 
-    @staticmethod
-    def _send(directory, relative, request):
+    def _send(self, directory, relative, request):
+        """The file `relative` inside `directory` (never outside it),
+        compressed and cacheable (`static.StaticFiles`)."""
         kind = TYPES.get(os.path.splitext(relative)[1].lower())
-        try:
-            return http_utils.send_from_directory(
-                directory, relative, request.environ,
-                mimetype=kind or mimetypes.guess_type(relative)[0]
-                or "application/octet-stream", max_age=0)
-        except http_errors.NotFound:
-            raise RestError("NOT_FOUND", f"{request.path}: no such file."
-                            ) from None
+        path = http_utils.safe_join(directory, relative)
+        if path is None or not os.path.isfile(path):
+            raise RestError("NOT_FOUND", f"{request.path}: no such file.")
+        return self.files.response(
+            path, kind or mimetypes.guess_type(relative)[0]
+            or "application/octet-stream", request)
 
 
 def _version(text):

@@ -127,33 +127,48 @@ def worker_output_dir(output_dir, tf_config):
 def await_chief_files(chief_dir, worker_dir, names, timeout_s=1800.0,
                       poll_s=0.5):
     """Copies each of `names` from the chief's run directory into this
-    worker's scratch run, waiting until the chief has written it.
+    worker's scratch run, waiting until the chief has drawn it, and
+    checks every copy against the chief's record.
 
     What users send is released once (their randomized labels, the
     once-drawn training release): every worker must train on the chief's
     draw, never draw its own (that would release each text, or label, once
-    per worker). The chief writes these files atomically before its first
-    training step; a file already in the scratch run (a resumed worker) is
-    kept. TimeoutError names the missing file after `timeout_s` seconds.
+    per worker). The chief records each draw's SHA-256 in its run record
+    (`rundir.RUN_RECORD`, with its run id) and then writes the file
+    atomically, before its first training step. The worker adopts that
+    record as its scratch run's, so its reads check its copies against the
+    chief's digests and run id; a copy already in the scratch run (a
+    resumed worker) is kept only if it has the chief's digest (else a
+    TfdptextError names it). TimeoutError names the missing file
+    after `timeout_s` seconds.
     """
+    from tfdptext import rundir
+
+    if not names:
+        return
+    chief = rundir.RunDir(chief_dir)
+    worker = rundir.RunDir(worker_dir, chief.error)
     deadline = time.monotonic() + timeout_s
+
+    def drawn(name):
+        return chief.exists(name) and chief.recorded_draw(name) is not None
+
     for name in names:
-        mine = os.path.join(worker_dir, name)
-        if os.path.exists(mine):
-            continue
-        theirs = os.path.join(chief_dir, name)
-        while not os.path.exists(theirs):
+        while not drawn(name):
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"The chief wrote no {theirs} within {timeout_s:.0f} s: "
-                    "a worker trains on the chief's release of the users' "
-                    "data and never draws its own. Is the chief running, "
-                    "and is its --output_dir on a file system this worker "
-                    "reads?")
+                    f"The chief wrote no {chief.file(name)} within "
+                    f"{timeout_s:.0f} s: a worker trains on the chief's "
+                    "release of the users' data and never draws its own. Is "
+                    "the chief running, and is its --output_dir on a file "
+                    "system this worker reads?")
             time.sleep(poll_s)
-        os.makedirs(worker_dir, exist_ok=True)
-        shutil.copyfile(theirs, mine + ".partial")
-        os.replace(mine + ".partial", mine)
+    worker.adopt_run_record(chief.run_record())
+    for name in names:
+        if not worker.exists(name):
+            shutil.copyfile(chief.file(name), worker.file(name) + ".partial")
+            os.replace(worker.file(name) + ".partial", worker.file(name))
+        worker.check_draw(name)
 
 
 class _MultiWorkerStrategy(tf.distribute.MultiWorkerMirroredStrategy):

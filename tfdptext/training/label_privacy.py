@@ -11,6 +11,7 @@ the test split stays clean, for measuring.
 """
 
 import dataclasses
+import json
 
 import numpy as np
 
@@ -41,18 +42,40 @@ def _matches(record, dataset, epsilon):
             or record.get("num_classes") != dataset.num_classes
             or {n: len(record.get(n, ())) for n in USER_SPLITS} != sizes):
         return False
-    return all(0 <= v < dataset.num_classes for name in USER_SPLITS
-               for v in record[name])
+    return True
+
+
+def _check_values(path, record, num_classes, error):
+    """Raises `error` naming `path` unless every label is an integer
+    class id (no floats, booleans, or ids outside the classes)."""
+    for name in USER_SPLITS:
+        for i, v in enumerate(record[name]):
+            if isinstance(v, bool) or not isinstance(v, int) or \
+                    not 0 <= v < num_classes:
+                raise error(
+                    f"{path}: {name}[{i}] is {json.dumps(v)}, not a class "
+                    f"id in [0, {num_classes}); the file is damaged: use a "
+                    "new output directory.")
 
 
 def randomized_labels(run, config, dataset, error):
     """{"train", "dev"} -> noisy label arrays: read from the run directory
     when a previous start drew them, else drawn once and written there
-    (atomically) before any training step. `error` (an exception class) is
-    raised when the recorded file does not match the data or epsilon."""
+    (atomically, its SHA-256 and the run id recorded) before any training
+    step. `error` (an exception class) is raised when the recorded file is
+    not this run's draw (digest or run id), does not match the data or
+    epsilon, or holds something other than class ids; and when it is
+    missing from a run that already drew it (`RunDir.check_may_draw`)."""
     name = rundir.RANDOMIZED_LABELS
+    run_id = run.run_id(create=True)
     if run.exists(name):
+        run.check_draw(name)
         record = run.read(name, required=USER_SPLITS)
+        if record.get("run_id") != run_id:
+            raise error(
+                f"{run.file(name)} was drawn by run "
+                f"{record.get('run_id')!r}, not this run ({run_id!r}); "
+                "labels are released once: use a new output directory.")
         if not _matches(record, dataset, config.label_epsilon):
             raise error(
                 f"{run.file(name)} holds labels drawn for other data or "
@@ -61,11 +84,14 @@ def randomized_labels(run, config, dataset, error):
                 f"sizes { {n: len(dataset.splits[n]) for n in USER_SPLITS} });"
                 " they were released once and are never drawn again: use a "
                 "new output directory.")
+        _check_values(run.file(name), record, dataset.num_classes, error)
     else:
+        run.check_may_draw(name)
         record = {"label_epsilon": config.label_epsilon,
-                  "num_classes": dataset.num_classes,
+                  "num_classes": dataset.num_classes, "run_id": run_id,
                   **_draw(dataset, config.label_epsilon)}
-        run.write(name, record, indent=None)
+        run.write_draw(name, lambda path: rundir.write_json(path, record,
+                                                            indent=None))
     return {n: np.asarray(record[n], np.int32) for n in USER_SPLITS}
 
 

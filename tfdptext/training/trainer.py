@@ -575,8 +575,12 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
     labels, fit_data = None, dataset
     if chief_dir is not None:
         # After building the model (whose variables the workers sync), at
-        # the point where the chief draws: every worker trains on its draw.
+        # the point where the chief draws: every worker trains on its draw,
+        # checked against the chief's record (digests and run id).
         devices.await_chief_files(chief_dir, run.path, _user_draws(config))
+    else:
+        # The run's identity, drawn when its directory is created.
+        run.run_id(create=True)
     if config.label_epsilon is not None:
         # Drawn once (or read back): what the users' devices released.
         labels = label_privacy.randomized_labels(run, config, dataset,

@@ -137,14 +137,68 @@ def _matches(meta, expected):
     return all(meta.get(key) == value for key, value in expected.items())
 
 
+def check_release(path, stored, spec, lengths, *, vocabulary_size=None,
+                  dim=None, error=ValueError):
+    """Raises `error` naming `path` unless the stored release `stored`
+    ({split: (values, lengths)}) is what the user side releases for these
+    texts: per split, the real-token `lengths` of its inputs exactly (not
+    merely their total), values of the release's dtype (integer ids,
+    within `vocabulary_size`; finite floats of `dim` features)."""
+    hint = "the file is damaged: use a new output directory"
+    for split, (values, got) in stored.items():
+        where = f"{path}: split {split!r}"
+        want = np.asarray(lengths[split])
+        if got.shape != want.shape or (got != want).any():
+            bad = int(np.argmax(got != want)) if got.shape == want.shape \
+                else None
+            raise error(
+                f"{where} records lengths that are not its texts' real "
+                "token counts" + (f" (text {bad}: {int(got[bad])}, its text "
+                                  f"has {int(want[bad])})" if bad is not None
+                                  else f" ({got.shape} for {want.shape})")
+                + f"; {hint}.")
+        if spec.releases_token_ids:
+            if values.dtype.kind not in "iu" or values.ndim != 1:
+                raise error(f"{where} holds {values.dtype} values of shape "
+                            f"{values.shape}; token ids are 1-D integers; "
+                            f"{hint}.")
+            if values.size and (values.min() < 0 or (
+                    vocabulary_size and values.max() >= vocabulary_size)):
+                raise error(
+                    f"{where} holds ids in [{values.min()}, {values.max()}]"
+                    f", outside the vocabulary [0, {vocabulary_size}); "
+                    f"{hint}.")
+            continue
+        if values.dtype.kind != "f" or values.ndim != 2 or (
+                dim is not None and values.shape[1] != dim):
+            raise error(f"{where} holds {values.dtype} values of shape "
+                        f"{values.shape}; the release is float vectors of "
+                        f"{dim} features; {hint}.")
+        if not np.isfinite(values).all():
+            raise error(f"{where} holds NaN or inf; {hint}.")
+
+
+def release_dim(user, spec):
+    """The release's feature size (None for token ids and codes)."""
+    if not spec.feature_axis:
+        return None
+    shape = user.output[spec.release].shape if isinstance(
+        user.output, dict) else user.output.shape
+    return None if shape[-1] is None else int(shape[-1])
+
+
 def released_inputs(run, config, split, tokenizer, dataset, error,
                     log=print):
     """{"train", "dev"} -> ReleasedSplit, and a record for metrics.json.
 
-    Read from the run directory when an earlier start drew them (refused
+    Read from the run directory when an earlier start drew them: the
+    file's SHA-256 and run id are checked against RUN_RECORD, and its
+    ids, dtype and lengths against the inputs (`check_release`); refused
     with `error` when they were drawn for other inputs or another user
-    side), else drawn once from os.urandom and written there atomically
-    before any training step.
+    side. Else drawn once from os.urandom and written there atomically
+    before any training step, unless the run already drew (it has
+    progress, or recorded the draw): then refused, naming the missing file
+    (`RunDir.check_may_draw`).
     """
     from tfdptext.models import secure
 
@@ -163,20 +217,26 @@ def released_inputs(run, config, split, tokenizer, dataset, error,
                           for n in USER_SPLITS},
         "guarantee": secure_user.guarantee.to_dict()}))
     seconds = None
+    path = run.file(rundir.TRAINING_RELEASE)
+    run_id = run.run_id(create=True)
     if run.exists(rundir.TRAINING_RELEASE):
         meta, stored = run.read_training_release()
         if not _matches(meta, expected) or set(stored) != set(USER_SPLITS):
             changed = sorted(k for k, v in expected.items()
                              if meta.get(k) != v)
             raise error(
-                f"{run.file(rundir.TRAINING_RELEASE)} holds a release of "
-                f"other inputs or by another user side (differ: {changed}); "
-                "it was released once and is never drawn again: use a new "
-                "output directory.")
+                f"{path} holds a release of other inputs or by another user "
+                f"side (differ: {changed}); it was released once and is "
+                "never drawn again: use a new output directory.")
+        check_release(path, stored, spec,
+                      {n: inputs[n][1].sum(axis=1) for n in USER_SPLITS},
+                      vocabulary_size=tokenizer.vocabulary_size,
+                      dim=release_dim(split.user, spec), error=error)
         released = {n: ReleasedSplit(v, l, spec.per_token)
                     for n, (v, l) in stored.items()}
         drawn = False
     else:
+        run.check_may_draw(rundir.TRAINING_RELEASE)
         start = time.perf_counter()
         total = sum(len(inputs[n][0]) for n in USER_SPLITS)
         if log is not None:
@@ -191,6 +251,9 @@ def released_inputs(run, config, split, tokenizer, dataset, error,
         drawn = True
     record = {
         "mode": ONCE, "file": rundir.TRAINING_RELEASE,
+        # The draw this run trained on: its digest (RUN_RECORD) and run id.
+        "sha256": run.recorded_draw(rundir.TRAINING_RELEASE),
+        "run_id": run_id,
         # What the user side guaranteed for these releases (its randomness:
         # os.urandom words, so the random-word sampler's delta).
         "release_guarantee": expected["guarantee"],
