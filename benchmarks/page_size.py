@@ -1,8 +1,7 @@
 #!/usr/bin/env python
 """What the web page transfers: its first load and a reload, in Chromium.
 
-    python benchmarks/page_size.py [--export_dir=DIR] \
-        [--output=benchmarks/results/page_size.json]
+    python benchmarks/page_size.py [--export_dir=DIR]
 
 Without --export_dir it makes the README quickstart's export with MiniLM
 (code release, epsilon 4, max_length 64: lengths 16, 32, 64; int8) as
@@ -36,9 +35,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output", os.path.join(ROOT, "benchmarks", "results",
-                                           "page_size.json"),
-                    "Where to write the JSON.")
 
 ENTRIES = """
 const entries = [...performance.getEntriesByType('navigation'),
@@ -102,10 +98,7 @@ def main(argv):
             "first_load_uncompressed": mib(first["decoded_bytes"]),
             "reload_transferred": mib(again["transfer_bytes"])},
     }
-    os.makedirs(os.path.dirname(FLAGS.output), exist_ok=True)
-    with open(FLAGS.output, "w") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
+    host.write_json(None, result, name="page_size")
     print(json.dumps(result["summary_mib"]))
 
 
