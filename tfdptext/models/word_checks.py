@@ -43,7 +43,8 @@ _KINDS = len(ws.COLLISION_TESTS)
 def extract(words, consumed):
     """(rows, C) int32: the words a mechanism reads, from (rows, N) int32
     random words with N = `extraction.layout(C).words`: word j is the sum
-    modulo 2^32 of words j, j + C, ..., j + (g - 1) C.
+    modulo 2^32 of the words p(0, j), ..., p(g - 1, j) of its group
+    (`extraction.Layout.order`).
 
     Raises ValueError when the static row length is not N.
     """
@@ -54,13 +55,22 @@ def extract(words, consumed):
                          f"{consumed} consumed words, received shape "
                          f"{tuple(words.shape)}.")
     words = tf.cast(words, tf.int32)
+    c = lay.consumed
     if lay.group == 2:
-        # SPLIT + ADD: a strided slice of a long buffer costs 5-10 times
-        # as much in TFLite (docs/benchmarks.md).
+        # SPLIT + ADD, the second half rotated by one word for C even
+        # (SPLIT_V + CONCATENATION): a strided slice or a GATHER of a
+        # long buffer costs 5-10 times as much in TFLite
+        # (docs/benchmarks.md).
         first, second = tf.split(words, 2, axis=-1)
+        if lay.shifts[1]:
+            rest, last = tf.split(second, [c - 1, 1], axis=-1)
+            second = tf.concat([last, rest], axis=-1)
         return first + second
-    return tf.reduce_sum(tf.reshape(words, [-1, lay.group, consumed]),
-                         axis=1)
+    if any(lay.shifts):
+        # At most 256 words (g > 2 means C < 64): one GATHER.
+        words = tf.gather(words, lay.order.reshape(-1).astype(np.int32),
+                          axis=1)
+    return tf.reduce_sum(tf.reshape(words, [-1, lay.group, c]), axis=1)
 
 
 def words_look_random(words, consumed):
