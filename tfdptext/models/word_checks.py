@@ -73,7 +73,7 @@ def extract(words, consumed):
     return tf.reduce_sum(tf.reshape(words, [-1, lay.group, c]), axis=1)
 
 
-def words_look_random(words, consumed):
+def words_look_random(words, consumed, used=None):
     """A scalar boolean: whether the call's words pass (one verdict for
     every row of the call; it broadcasts against a batch of releases).
 
@@ -81,6 +81,8 @@ def words_look_random(words, consumed):
         words: int32 (batch, N), N = `extraction.layout(consumed).words`
             (static).
         consumed: C, the words the mechanism reads.
+        used: `extract(words, consumed)` when the caller has it (else it
+            is computed again).
 
     Each statistic passes when low < value < high; the margins
     min(value - low, high - value) of every statistic of every row and
@@ -90,8 +92,120 @@ def words_look_random(words, consumed):
     words = tf.cast(words, tf.int32)
     sample = sampled_words(words, consumed)
     values, lows, highs = _row_statistics(sample, consumed)
+    extra, extra_lows, extra_highs = _buffer_statistics(
+        words, consumed, sample, used)
+    values = tf.concat([values, extra], axis=-1)
+    lows = np.concatenate([lows, extra_lows])
+    highs = np.concatenate([highs, extra_highs])
     margin = tf.reduce_min(tf.minimum(values - lows, highs - values))
     return tf.minimum(margin, _repeat_margin(sample)) > 0.0
+
+
+def _buffer_columns(consumed):
+    """{check name: its columns in `_buffer_statistics`' values}."""
+    names = ["neighbour_bits"] * (2 * ws.NUM_BITS) + [
+        "strided_sum_zeros", "consumed_zeros"]
+    if ws.row_limits(consumed).occupancy is not None:
+        names.append("occupancy")
+    out = {}
+    for i, name in enumerate(names):
+        out.setdefault(name, []).append(i)
+    return out
+
+
+def _buffer_statistics(words, consumed, sample, used=None):
+    """((batch, K) float32, lows, highs): the checks of issue 38, in
+    `_buffer_columns` order (`tfdptext.privacy.word_statistics`):
+
+    - `neighbour_bits`: the 32 bit counts of the XOR of sampled words 1
+      apart, then 2 apart (a bit that follows the position's parity, or
+      its position modulo 4, survives every sum: the low bit of a sum is
+      the XOR of the low bits);
+    - `strided_sum_zeros`: the zeros among the sums of the words C apart
+      (g = 2: of the sampled pairs; the extraction before issue 38, which
+      apps could have cancelled with checksums or a negated half);
+    - `consumed_zeros`: the zeros among the C consumed words (groups
+      cancelled by checksums);
+    - `occupancy`: when the sample is not the whole buffer, the empty
+      buckets among M of all N words by their low bits (mostly zero or
+      constant, tiled, counters).
+
+    Ops: BITWISE_XOR, RIGHT_SHIFT, FLOOR_MOD, SUM, EQUAL, and for the
+    occupancy UNSORTED_SEGMENT_SUM over N words.
+    """
+    limits = ws.row_limits(consumed)
+    lay = extraction.layout(consumed)
+    if used is None:
+        used = extract(words, consumed)
+    shifts = tf.constant(np.arange(ws.NUM_BITS, dtype=np.int32))
+    columns = []
+    for lag in (1, 2):
+        xor = tf.bitwise.bitwise_xor(sample[:, lag:], sample[:, :-lag])
+        bits = tf.math.floormod(tf.bitwise.right_shift(
+            xor[:, :, None], shifts), 2)
+        columns.append(tf.cast(tf.reduce_sum(bits, axis=1), tf.float32))
+    if lay.group == 2:
+        first, second = tf.split(sample, 2, axis=-1)
+        strided = first + second
+    else:
+        strided = tf.reduce_sum(tf.reshape(words, [-1, lay.group, consumed]),
+                                axis=1)
+    for values in (strided, used):
+        columns.append(tf.reduce_sum(tf.cast(tf.equal(values, 0),
+                                             tf.float32), axis=-1,
+                                     keepdims=True))
+    if limits.occupancy is not None:
+        columns.append(_empty_buckets(words, limits.buckets))
+    lows, highs = [], []
+    for pair in limits.neighbour_bits:
+        lows += [float(pair[0])] * ws.NUM_BITS
+        highs += [float(pair[1])] * ws.NUM_BITS
+    for name in ("strided_sum_zeros", "consumed_zeros"):
+        lows.append(-1.0)
+        highs.append(float(getattr(limits, name)[1]))
+    if limits.occupancy is not None:
+        lows.append(limits.occupancy[0])
+        highs.append(limits.occupancy[1])
+    return (tf.concat(columns, axis=-1), np.array(lows, np.float32),
+            np.array(highs, np.float32))
+
+
+def _empty_buckets(words, buckets):
+    """(batch, 1) float32: the buckets w mod `buckets` that no word of the
+    row falls in (one UNSORTED_SEGMENT_SUM for the whole batch)."""
+    static_rows = words.shape[0]
+    rows = static_rows if static_rows is not None else tf.shape(words)[0]
+    offsets = buckets * tf.reshape(tf.range(rows), [-1, 1])
+    ids = tf.math.floormod(words, buckets) + offsets
+    counts = tf.math.unsorted_segment_sum(
+        tf.ones_like(ids, tf.float32), ids, rows * buckets)
+    counts = tf.reshape(counts, [-1, buckets])
+    return tf.reduce_sum(tf.cast(tf.equal(counts, 0.0), tf.float32),
+                         axis=-1, keepdims=True)
+
+
+def buffer_statistics(words, consumed, used=None):
+    """{check name: float32 (batch, k) or (batch,)}: the values of the
+    checks of `_buffer_statistics` (for tests and reports)."""
+    words = tf.cast(words, tf.int32)
+    sample = sampled_words(words, consumed)
+    values, _, _ = _buffer_statistics(words, consumed, sample, used)
+    out = {}
+    for name, columns in _buffer_columns(consumed).items():
+        value = tf.gather(values, columns, axis=1)
+        out[name] = value if len(columns) > 1 else value[:, 0]
+    return out
+
+
+def buffer_verdicts(words, consumed, used=None):
+    """{check name: (batch,) booleans, True where the row passes} for the
+    checks of `_buffer_statistics` (for tests and reports)."""
+    words = tf.cast(words, tf.int32)
+    sample = sampled_words(words, consumed)
+    values, lows, highs = _buffer_statistics(words, consumed, sample, used)
+    ok = tf.logical_and(tf.greater(values, lows), tf.less(values, highs))
+    return {name: _all_along(tf.gather(ok, columns, axis=1))
+            for name, columns in _buffer_columns(consumed).items()}
 
 
 def sampled_words(words, consumed):
@@ -137,7 +251,7 @@ def _columns(consumed):
     """{check name: its columns in `_row_statistics`' values}."""
     names = ["bits"] * ws.NUM_BITS
     if ws.sample(consumed).partners is not None:
-        names += ["consumed_bits"] * ws.NUM_BITS + ["partner_repeats"]
+        names += ["half_sum_bits"] * ws.NUM_BITS + ["partner_repeats"]
     names += list(ws.COLLISION_TESTS)
     out = {}
     for i, name in enumerate(names):

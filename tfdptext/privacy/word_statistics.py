@@ -121,14 +121,18 @@ FALSE_ALARM = randomness.FALSE_ALARM
 # Shares of the false alarm (module docstring).
 BITS_FALSE_ALARM = FALSE_ALARM / 4
 COLLISION_FALSE_ALARM = FALSE_ALARM / 16
-PARTNER_FALSE_ALARM = FALSE_ALARM / 8
+PARTNER_FALSE_ALARM = FALSE_ALARM / 16
 WORD_REPEATS_FALSE_ALARM = FALSE_ALARM / 4
+# Each of the four whole-buffer checks (issue 38).
+BUFFER_FALSE_ALARM = FALSE_ALARM / 64
 NUM_BITS = 32
 
 COLLISION_TESTS = ("low_byte_collisions", "low_byte_step_collisions",
                    "high_byte_collisions", "high_byte_step_collisions")
-PARTNER_TESTS = ("partner_repeats", "consumed_bits")
-ROW_TESTS = ("bits",) + COLLISION_TESTS + PARTNER_TESTS
+PARTNER_TESTS = ("partner_repeats", "half_sum_bits")
+BUFFER_TESTS = ("neighbour_bits", "strided_sum_zeros", "consumed_zeros",
+                "occupancy")
+ROW_TESTS = ("bits",) + COLLISION_TESTS + PARTNER_TESTS + BUFFER_TESTS
 CALL_TESTS = ("word_repeats",)
 TESTS = ROW_TESTS + CALL_TESTS
 
@@ -156,8 +160,8 @@ class Sample:
         consumed: C, the words the mechanism reads.
         positions: the raw words read (numpy int32, increasing; for g = 2
             and N > SAMPLE_WORDS, the groups of `partners[0]`).
-        partners: for g = 2, (j, j + C) for the sampled consumed
-            positions j (two numpy int32 arrays), else None.
+        partners: (j, j + N / 2) for the sampled positions j of the
+            buffer's first half (two numpy int32 arrays; for g = 2, j + C).
     """
 
     words: int
@@ -183,11 +187,9 @@ def sample(consumed):
     lay = extraction.layout(consumed)
     if lay.words <= SAMPLE_WORDS:
         positions = np.arange(lay.words, dtype=np.int32)
-        partners = None
-        if lay.group == 2:
-            first = np.arange(consumed, dtype=np.int32)
-            partners = (first, first + consumed)
-        return Sample(lay.words, consumed, positions, partners)
+        first = np.arange(lay.words // 2, dtype=np.int32)
+        return Sample(lay.words, consumed, positions,
+                      (first, first + lay.words // 2))
     offsets = [round(k * (consumed - BLOCK) / (CONSUMED_BLOCKS - 1))
                for k in range(CONSUMED_BLOCKS)]
     first = np.concatenate([np.arange(o, o + BLOCK) for o in offsets]
@@ -212,10 +214,21 @@ class RowLimits:
         blocks: the sample's full blocks of 128.
         bits: (low, high) for each bit position's count of ones.
         low_byte_collisions ... high_byte_step_collisions: (low, high).
-        partners: the sampled groups (0 when g > 2).
-        partner_repeats: (None, high), or None when g > 2.
-        consumed_bits: (low, high) for the consumed words' bit counts, or
-            None when g > 2.
+        partners: the sampled pairs (j, j + N / 2).
+        partner_repeats: (None, high).
+        half_sum_bits: (low, high) for the bit counts of the sums
+            w_j + w_{j + N/2} of the sampled pairs.
+        neighbour_bits: ((low, high) at lag 1, (low, high) at lag 2) for
+            the bit counts of the XOR of sampled words 1 and 2 apart.
+        strided_sum_zeros: (None, high) for the zeros among the sums of
+            the words C apart (`strided_sums`: the extraction before
+            issue 38).
+        consumed_zeros: (None, high) for the zeros among the C consumed
+            words.
+        occupancy: (low, high) for the empty buckets among `buckets`
+            buckets (w mod buckets) of all N words, or None when the
+            whole buffer is sampled.
+        buckets: M, or 0.
     """
 
     consumed: int
@@ -228,7 +241,12 @@ class RowLimits:
     high_byte_step_collisions: tuple
     partners: int
     partner_repeats: tuple
-    consumed_bits: tuple
+    half_sum_bits: tuple
+    neighbour_bits: tuple
+    strided_sum_zeros: tuple
+    consumed_zeros: tuple
+    occupancy: tuple
+    buckets: int
 
 
 @functools.lru_cache(maxsize=64)
@@ -239,16 +257,22 @@ def row_limits(consumed):
     >>> limits = row_limits(1536)
     >>> limits.sample, limits.bits, limits.low_byte_collisions
     (512, (168, 344), (55, 249))
-    >>> limits.partners, limits.partner_repeats, limits.consumed_bits
+    >>> limits.partners, limits.partner_repeats, limits.half_sum_bits
     (256, (None, 2), (65, 191))
+    >>> limits.consumed_zeros, limits.buckets
+    ((None, 3), 2048)
     """
     taken = sample(consumed)
     blocks = taken.size // BLOCK
     values = block_collision_law(BLOCK)
     steps = block_collision_law(BLOCK - 1)
     share = COLLISION_FALSE_ALARM
-    partners = 0 if taken.partners is None else len(taken.partners[0])
+    partners = len(taken.partners[0])
     one_sided = BITS_FALSE_ALARM / (2 * NUM_BITS)
+    lag_share = BUFFER_FALSE_ALARM / (2 * 2 * NUM_BITS)
+    lay = extraction.layout(consumed)
+    strided = partners if lay.group == 2 else consumed
+    sampled = taken.size < taken.words
     return RowLimits(
         consumed=consumed, sample=taken.size, blocks=blocks,
         bits=binomial_half_limits(taken.size, one_sided),
@@ -257,10 +281,47 @@ def row_limits(consumed):
         high_byte_collisions=sum_limits(values, blocks, share),
         high_byte_step_collisions=sum_limits(steps, blocks, share),
         partners=partners,
-        partner_repeats=None if not partners else (
-            None, partner_repeat_limit(partners)),
-        consumed_bits=None if not partners else binomial_half_limits(
-            partners, PARTNER_FALSE_ALARM / (2 * NUM_BITS)))
+        partner_repeats=(None, partner_repeat_limit(partners)),
+        half_sum_bits=binomial_half_limits(
+            partners, PARTNER_FALSE_ALARM / (2 * NUM_BITS)),
+        neighbour_bits=(binomial_half_limits(taken.size - 1, lag_share),
+                        binomial_half_limits(taken.size - 2, lag_share)),
+        strided_sum_zeros=(None, partner_repeat_limit(
+            strided, BUFFER_FALSE_ALARM)),
+        consumed_zeros=(None, partner_repeat_limit(
+            consumed, BUFFER_FALSE_ALARM)),
+        occupancy=occupancy_limits(taken.words) if sampled else None,
+        buckets=occupancy_buckets(taken.words) if sampled else 0)
+
+
+def occupancy_buckets(words):
+    """M, the buckets of the occupancy check: the largest power of two
+    at most `words`."""
+    return 2**(int(words).bit_length() - 1)
+
+
+def occupancy_limits(words, false_alarm=BUFFER_FALSE_ALARM):
+    """(low, high) floats: the number E of empty buckets, when `words`
+    good words fall into M = `occupancy_buckets(words)` buckets by their
+    low bits, is <= low or >= high with probability at most
+    `false_alarm`. E has mean mu = M (1 - 1/M)^N, and the buckets' empty
+    indicators are negatively associated (Dubhashi and Ranjan 1998), so
+    Hoeffding's bound holds: P(|E - mu| >= t) <= 2 exp(-2 t^2 / M).
+
+    Catches what a fixed sample misses: a buffer mostly zero or constant
+    (too many empty buckets), a short pool tiled over the buffer or
+    every word written twice (as many), a counter (too few).
+
+    Example:
+    >>> [round(x) for x in occupancy_limits(3072)]
+    [274, 639]
+    """
+    words = validation.check_int("words", words, minimum=2)
+    _check_false_alarm(false_alarm)
+    m = occupancy_buckets(words)
+    mean = m * math.exp(words * math.log1p(-1.0 / m))
+    t = math.sqrt(m * math.log(2.0 / false_alarm) / 2.0)
+    return (mean - t, mean + t)
 
 
 def partner_repeat_limit(pairs, false_alarm=PARTNER_FALSE_ALARM):
