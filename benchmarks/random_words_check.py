@@ -150,7 +150,7 @@ def _report_false_alarms():
                     p for p in (f"<= {lo}" if lo is not None and lo >= 0
                                 else None,
                                 f">= {hi}" if hi is not None else None) if p)
-                if name in ("bits", "consumed_bits"):
+                if name in ("bits", "half_sum_bits"):
                     rule += " (any of the 32)"
             print(f"| {name} | {rule} | {low:,.0f} | {high:,.0f} | "
                   f"{fails} |", flush=True)

@@ -604,9 +604,10 @@ def refused(release):
     return bool((~np.isfinite(release)).any())
 
 
-def channel_p_value(reference, releases, max_positions=16):
+def channel_p_value(reference, releases, max_positions=None):
     """The smallest Bonferroni-corrected p-value of two-sample tests,
-    one per output position (the first `max_positions`), between the
+    one per output position (every one; the first `max_positions` when
+    given), between the
     releases of good buffers (`reference`, (n, ...)) and others
     (`releases`, (m, ...)): chi-square homogeneity on integer releases,
     Kolmogorov-Smirnov on float ones. 1.0 when they agree in law."""
@@ -614,7 +615,8 @@ def channel_p_value(reference, releases, max_positions=16):
 
     reference = np.asarray(reference).reshape(len(reference), -1)
     releases = np.asarray(releases).reshape(len(releases), -1)
-    positions = min(reference.shape[1], max_positions)
+    positions = reference.shape[1] if max_positions is None else min(
+        reference.shape[1], max_positions)
     smallest = 1.0
     for i in range(positions):
         a, b = reference[:, i], releases[:, i]

@@ -4,24 +4,31 @@ A phone model (and `SecureUserSide`) takes N = g C int32 `random_words`
 per row and does two things with them before releasing anything:
 
 - `extract(words, consumed)`: the C words its mechanism reads, each the
-  sum modulo 2^32 of g words C apart (`tfdptext.privacy.extraction`): a
-  release is exact whenever every group holds one fresh word, so a few
-  bad words (or a bad run up to half the buffer) cannot choose it.
+  sum modulo 2^32 of the g words of its group, one per block of C, the
+  blocks rotated by public shifts (`tfdptext.privacy.extraction`): a
+  release is exact whenever every group holds one fresh word independent
+  of the bad ones, so a few bad words, the first or last (g - 1) C, or
+  every word of one parity, cannot choose it.
 - `words_look_random(words, consumed)`: the checks of
-  `tfdptext.privacy.word_statistics` on a fixed sample of each row (the
+  `tfdptext.privacy.word_statistics`: on a fixed sample of each row (the
   32 bit counts and the four byte-collision counts of the sampled words;
-  for g = 2 the sampled words equal to their partner C later and the bit
-  counts of the consumed words the mechanism reads; the repeated words
-  over the whole call): one verdict for the whole call; when any row, or
-  the call, fails, every row's release is unusable.
+  the sampled words equal to their partner half a buffer later and the
+  bit counts of the pairs' sums; the bit counts of the XOR of sampled
+  neighbours 1 and 2 apart), on every word (the zeros among the sums of
+  the words C apart and among the consumed words; for a sampled buffer,
+  the empty buckets of all N words' low bits), and the repeated sampled
+  words over the whole call: one verdict for the whole call; when any
+  row, or the call, fails, every row's release is unusable.
 
-Ops: SPLIT and ADD (g = 2) or SUM (g > 2) for the extraction, which TFLite
-computes modulo 2^32 like TensorFlow (tested, `tests/test_extraction.py`);
-GATHER (the sample), BITCAST (the words' bytes), FLOOR_MOD and SUB (byte
-steps), UNSORTED_SEGMENT_SUM (byte histograms), a small matrix product
-(bit counts from the byte histograms), TOPK_V2 (one sort of the call's
-sampled words); with a dynamic batch (SecureUserSide) also LOG for the
-repeat limit, which then depends on the number of rows.
+Ops: SPLIT, CONCATENATION and ADD (g = 2) or GATHER and SUM (g > 2) for
+the extraction, which TFLite computes modulo 2^32 like TensorFlow
+(tested, `tests/test_extraction.py`); GATHER (the sample), BITCAST (the
+words' bytes), FLOOR_MOD and SUB (byte steps), UNSORTED_SEGMENT_SUM (byte
+histograms, bucket counts), a small matrix product (bit counts from the
+byte histograms), BITWISE_XOR and RIGHT_SHIFT (neighbours' bits), EQUAL
+(zeros), TOPK_V2 (one sort of the call's sampled words); with a dynamic
+batch (SecureUserSide) also LOG for the repeat limit, which then depends
+on the number of rows.
 """
 
 import math
@@ -235,7 +242,7 @@ def row_verdicts(words, consumed, sample=None):
 def row_statistics(words, consumed, sample=None):
     """{check name: float32}: `bits` (batch, 32), the count of ones at
     each bit position among the sampled words; the collision counts
-    (batch,); for g = 2, `partner_repeats` (batch,) and `consumed_bits`
+    (batch,); `partner_repeats` (batch,) and `half_sum_bits`
     (batch, 32) (`tfdptext.privacy.word_statistics`)."""
     if sample is None:
         sample = sampled_words(words, consumed)

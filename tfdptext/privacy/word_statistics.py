@@ -18,12 +18,10 @@ longer one has g = 2 (C > 256): the checks read the groups of
 `CONSUMED_BLOCKS` blocks of 128 consumed words spread over [0, C) (the
 first at 0, the last ending at C): the block's words in the first half
 of the buffer and their partners C later, 2 x 128 x CONSUMED_BLOCKS raw
-words in all. A defect that could change a release must leave some
-group without a fresh word: it covers at least half of the buffer's
-words in the aligned pattern (`extraction.exact_despite`), ties a word to
-its partner, or is a flaw of the generator itself (every word); most of
-the sample shows the first and the last, and the partner tests see the
-second. The cost is then fixed, whatever N (docs/benchmarks.md).
+words in all. The sampled checks' cost is then fixed, whatever N
+(docs/benchmarks.md). What a fixed sample cannot see (issue 38: a
+buffer 98% zeros outside it, a 4 KiB pool tiled over the buffer) is
+seen by the checks of every word (9 to 12 below, cheap: one pass).
 
 The checks (the low and high bytes are w mod 256 and (w >> 24) mod 256):
 
@@ -52,19 +50,40 @@ Per row, on its sampled words:
 4. `high_byte_collisions`, 5. `high_byte_step_collisions`: 2 and 3 on
    the high bytes.
 
-Per row, on the sampled groups, when g = 2 (C >= 64; with g > 2 the
-buffer has at most 256 words, all read by 1 to 5 and by 8):
+Per row, on the sampled pairs (j, j + N/2) (N/2 = C when g = 2):
 
 6. `partner_repeats`: sampled positions j whose word equals its partner
-   w_{j+C} (then the consumed word is 2 w_j: even). For good words each
-   pair is equal with probability 2^-32 independently, so P(R >= r) <=
-   C(P, r) 2^{-32 r} for P sampled pairs; fails from the smallest r
-   with that bound below the share (2 for P <= 512). Catches the second
-   half of the buffer copied from the first, even in a few words.
-7. `consumed_bits`: 1 on the consumed words v_j = w_j + w_{j+C} mod 2^32
-   of the sampled groups: what the mechanism reads. A defect that ties
-   the halves (the second half the first negated, or equal to it plus a
-   constant) shows here, where each half alone looks random.
+   w_{j+N/2}. For good words each pair is equal with probability 2^-32
+   independently, so P(R >= r) <= C(P, r) 2^{-32 r} for P sampled
+   pairs; fails from the smallest r with that bound below the share (2
+   for P <= 512). Catches the second half of the buffer copied from the
+   first, even in a few words.
+7. `half_sum_bits`: 1 on the sums w_j + w_{j+N/2} mod 2^32 of the
+   sampled pairs. A defect that ties the halves (the second half the
+   first negated, complemented, or equal to it plus a constant) shows
+   here, where each half alone looks random.
+
+Per row, the checks of issue 38 (`BUFFER_TESTS`):
+
+9. `neighbour_bits`: 1 on the XOR of sampled words 1 apart, and on the
+   XOR of sampled words 2 apart (for good words i.i.d. uniform: the map
+   from the words to (x_0, x_1, differences) is a bijection). A bit that
+   follows the position's parity (or its position modulo 4) survives
+   every sum (the low bit of a sum is the XOR of the low bits) and
+   passes 1 (half the words have it set); here it is stuck.
+10. `strided_sum_zeros`: the zeros among the sums of the words C apart
+   (the extraction's groups before issue 38, which an app could have
+   cancelled by checksums or a negated half; for g = 2 the sampled
+   pairs' sums). Fails from the smallest r with C(n, r) 2^{-32 r} below
+   the share (`partner_repeat_limit`: 2 for n <= 512).
+11. `consumed_zeros`: the same on all C consumed words (groups cancelled
+   by a checksum per group; 2 for C <= 512, 3 up to about 2^17).
+12. `occupancy`, when the sample is not the whole buffer: the buckets
+   among M (the largest power of two <= N) that no word's low bits (w
+   mod M) fall in, over ALL N words: two-sided, Hoeffding's bound for
+   negatively associated indicators (`occupancy_limits`). Catches a
+   buffer mostly zero or constant anywhere, a short pool tiled or every
+   word written twice (too many empty buckets), a counter (too few).
 
 Over the whole call (every row's sample flattened into one list of M
 words: a batch whose rows share words must fail):
@@ -89,9 +108,10 @@ partner tests see the one alignment that does).
 
 False alarm (union bound): `bits` gets 2^-42 (2^-48 for each side of
 each of the 32 counts), each of the four collision tests 2^-44,
-`partner_repeats` and `consumed_bits` 2^-43 each, and `word_repeats`
-2^-42: one call of one row fails with probability at most 4 x 2^-42 =
-2^-40, a batch of B rows at most (3 B + 1) 2^-42. The limits use the exact law of each statistic (binomial tails
+`partner_repeats` and `half_sum_bits` 2^-44 each, each of 9 to 12
+2^-46, and `word_repeats` 2^-42: one call of one row fails with
+probability at most 3.75 x 2^-42 < 2^-40, a batch of B rows at most
+(2.75 B + 1) 2^-42. The limits use the exact law of each statistic (binomial tails
 summed exactly, the collision law by dynamic programming), not a normal
 approximation. Checked by simulation in `benchmarks/random_words_check.py`
 (docs/benchmarks.md).
