@@ -77,3 +77,23 @@ def assert_defects_refused(run, width, buffers=3, kinds=DEFECTS, seed=1,
         for _ in range(buffers):
             assert word_generators.refused(
                 run(make(rng, 1, width, consumed))), kind
+
+
+def phone(privatizer, shape, dtype="float32", before=None):
+    """(run(x, words) -> release, words per call) of the privatizer's
+    phone model in TFLite (dynamic batch, run one row at a time)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tfdptext.export import tflite
+    from tfdptext.models import secure
+
+    model = secure.secure_privatizer_model(privatizer, shape, dtype,
+                                           before=before)
+    runner = Interpreter(model_content=tflite.convert(model)
+                         ).get_signature_runner()
+    width = int(model.input[secure.RANDOM_WORDS].shape[-1])
+
+    def run(x, words):
+        return next(iter(runner(x=x, random_words=words).values()))
+
+    return run, width
