@@ -14,9 +14,10 @@ per row and does two things with them before releasing anything:
   32 bit counts and the four byte-collision counts of the sampled words;
   the sampled words equal to their partner half a buffer later and the
   bit counts of the pairs' sums; the bit counts of the XOR of sampled
-  neighbours 1 and 2 apart), on every word (the zeros among the sums of
-  the words C apart and among the consumed words; for a sampled buffer,
-  the empty buckets of all N words' low bits), and the repeated sampled
+  neighbours 1 and 2 apart; the zeros among the sums of the words C
+  apart), on every word through the consumed words (their zeros, or for
+  a sampled buffer the empty buckets of their low bits), and the
+  repeated sampled
   words over the whole call: one verdict for the whole call; when any
   row, or the call, fails, every row's release is unusable.
 
@@ -25,8 +26,7 @@ the extraction, which TFLite computes modulo 2^32 like TensorFlow
 (tested, `tests/test_extraction.py`); GATHER (the sample), BITCAST (the
 words' bytes), FLOOR_MOD and SUB (byte steps), UNSORTED_SEGMENT_SUM (byte
 histograms, bucket counts), a small matrix product (bit counts from the
-byte histograms), BITWISE_XOR and RIGHT_SHIFT (neighbours' bits), EQUAL
-(zeros), TOPK_V2 (one sort of the call's sampled words); with a dynamic
+byte histograms), BITWISE_XOR (neighbours), EQUAL (zeros), TOPK_V2 (one sort of the call's sampled words); with a dynamic
 batch (SecureUserSide) also LOG for the repeat limit, which then depends
 on the number of rows.
 """
@@ -109,72 +109,60 @@ def words_look_random(words, consumed, used=None):
 
 
 def _buffer_columns(consumed):
-    """{check name: its columns in `_buffer_statistics`' values}."""
-    names = ["neighbour_bits"] * (2 * ws.NUM_BITS) + [
-        "strided_sum_zeros", "consumed_zeros"]
-    if ws.row_limits(consumed).occupancy is not None:
-        names.append("occupancy")
-    out = {}
-    for i, name in enumerate(names):
-        out.setdefault(name, []).append(i)
-    return out
+    """{check name: its column in `_buffer_statistics`' values}."""
+    limits = ws.row_limits(consumed)
+    names = ["strided_sum_zeros"]
+    names.append("consumed_zeros" if limits.occupancy is None
+                 else "occupancy")
+    return {name: [i] for i, name in enumerate(names)}
 
 
 def _buffer_statistics(words, consumed, sample, used=None):
-    """((batch, K) float32, lows, highs): the checks of issue 38, in
-    `_buffer_columns` order (`tfdptext.privacy.word_statistics`):
+    """((batch, K) float32, lows, highs): the checks of issue 38 on more
+    than the sample, in `_buffer_columns` order
+    (`tfdptext.privacy.word_statistics`):
 
-    - `neighbour_bits`: the 32 bit counts of the XOR of sampled words 1
-      apart, then 2 apart (a bit that follows the position's parity, or
-      its position modulo 4, survives every sum: the low bit of a sum is
-      the XOR of the low bits);
     - `strided_sum_zeros`: the zeros among the sums of the words C apart
       (g = 2: of the sampled pairs; the extraction before issue 38, which
       apps could have cancelled with checksums or a negated half);
-    - `consumed_zeros`: the zeros among the C consumed words (groups
-      cancelled by checksums);
-    - `occupancy`: when the sample is not the whole buffer, the empty
-      buckets among M of all N words by their low bits (mostly zero or
-      constant, tiled, counters).
+    - when the whole buffer is sampled (N <= 512), `consumed_zeros`: the
+      zeros among the C consumed words (groups cancelled by checksums);
+    - else `occupancy`: the empty buckets among M >= C of the consumed
+      words' low bits (w mod M): every word reaches them, so a buffer
+      mostly zero or constant anywhere, a short pool tiled over it,
+      checksums that cancel every group, or a counter show here.
 
-    Ops: BITWISE_XOR, RIGHT_SHIFT, FLOOR_MOD, SUM, EQUAL, and for the
-    occupancy UNSORTED_SEGMENT_SUM over N words.
+    Ops: EQUAL and SUM; FLOOR_MOD and UNSORTED_SEGMENT_SUM over the C
+    consumed words for the occupancy.
     """
     limits = ws.row_limits(consumed)
     lay = extraction.layout(consumed)
     if used is None:
         used = extract(words, consumed)
-    shifts = tf.constant(np.arange(ws.NUM_BITS, dtype=np.int32))
-    columns = []
-    for lag in (1, 2):
-        xor = tf.bitwise.bitwise_xor(sample[:, lag:], sample[:, :-lag])
-        bits = tf.math.floormod(tf.bitwise.right_shift(
-            xor[:, :, None], shifts), 2)
-        columns.append(tf.cast(tf.reduce_sum(bits, axis=1), tf.float32))
     if lay.group == 2:
         first, second = tf.split(sample, 2, axis=-1)
         strided = first + second
     else:
         strided = tf.reduce_sum(tf.reshape(words, [-1, lay.group, consumed]),
                                 axis=1)
-    for values in (strided, used):
-        columns.append(tf.reduce_sum(tf.cast(tf.equal(values, 0),
-                                             tf.float32), axis=-1,
-                                     keepdims=True))
-    if limits.occupancy is not None:
-        columns.append(_empty_buckets(words, limits.buckets))
-    lows, highs = [], []
-    for pair in limits.neighbour_bits:
-        lows += [float(pair[0])] * ws.NUM_BITS
-        highs += [float(pair[1])] * ws.NUM_BITS
-    for name in ("strided_sum_zeros", "consumed_zeros"):
+    columns = [_zeros(strided)]
+    lows, highs = [-1.0], [float(limits.strided_sum_zeros[1])]
+    if limits.occupancy is None:
+        columns.append(_zeros(used))
         lows.append(-1.0)
-        highs.append(float(getattr(limits, name)[1]))
-    if limits.occupancy is not None:
+        highs.append(float(limits.consumed_zeros[1]))
+    else:
+        columns.append(_empty_buckets(used, limits.buckets))
         lows.append(limits.occupancy[0])
         highs.append(limits.occupancy[1])
     return (tf.concat(columns, axis=-1), np.array(lows, np.float32),
             np.array(highs, np.float32))
+
+
+def _zeros(values):
+    """(batch, 1) float32: the zeros of each row."""
+    return tf.reduce_sum(tf.cast(tf.equal(values, 0), tf.float32), axis=-1,
+                         keepdims=True)
 
 
 def _empty_buckets(words, buckets):
@@ -182,13 +170,15 @@ def _empty_buckets(words, buckets):
     row falls in (one UNSORTED_SEGMENT_SUM for the whole batch)."""
     static_rows = words.shape[0]
     rows = static_rows if static_rows is not None else tf.shape(words)[0]
-    offsets = buckets * tf.reshape(tf.range(rows), [-1, 1])
-    ids = tf.math.floormod(words, buckets) + offsets
+    ids = tf.math.floormod(words, buckets)
+    if static_rows != 1:  # a phone model's single row needs no offset
+        ids += buckets * tf.reshape(tf.range(rows), [-1, 1])
     counts = tf.math.unsorted_segment_sum(
         tf.ones_like(ids, tf.float32), ids, rows * buckets)
-    counts = tf.reshape(counts, [-1, buckets])
-    return tf.reduce_sum(tf.cast(tf.equal(counts, 0.0), tf.float32),
-                         axis=-1, keepdims=True)
+    occupied = tf.reduce_sum(tf.reshape(tf.minimum(counts, 1.0),
+                                        [-1, buckets]), axis=-1,
+                             keepdims=True)
+    return float(buckets) - occupied
 
 
 def buffer_statistics(words, consumed, used=None):
@@ -257,8 +247,8 @@ def row_statistics(words, consumed, sample=None):
 def _columns(consumed):
     """{check name: its columns in `_row_statistics`' values}."""
     names = ["bits"] * ws.NUM_BITS
-    if ws.sample(consumed).partners is not None:
-        names += ["half_sum_bits"] * ws.NUM_BITS + ["partner_repeats"]
+    names += ["half_sum_bits"] * ws.NUM_BITS
+    names += ["neighbour_bits"] * (2 * ws.NUM_BITS) + ["partner_repeats"]
     names += list(ws.COLLISION_TESTS)
     out = {}
     for i, name in enumerate(names):
@@ -294,16 +284,19 @@ def _row_statistics(sample, consumed):
     blocks = taken.size // ws.BLOCK
     static_rows = sample.shape[0]
     rows = static_rows if static_rows is not None else tf.shape(sample)[0]
-    sources = [sample]
-    extra = []
-    if taken.partners is not None:
-        first, second = tf.split(sample, 2, axis=-1)
-        sources.append(first + second)
-        extra.append(tf.reduce_sum(
-            tf.cast(tf.equal(first, second), tf.float32), axis=-1,
-            keepdims=True))
+    first, second = tf.split(sample, 2, axis=-1)
+    # The sampled words, the pairs' sums, and the XOR of sampled words 1
+    # and 2 apart (S - 2 of each): their bit counts come from the same
+    # byte histograms.
+    size = taken.size
+    sources = [sample, first + second,
+               tf.bitwise.bitwise_xor(sample[:, 1:size - 1],
+                                      sample[:, :size - 2]),
+               tf.bitwise.bitwise_xor(sample[:, 2:], sample[:, :size - 2])]
+    extra = [tf.reduce_sum(tf.cast(tf.equal(first, second), tf.float32),
+                           axis=-1, keepdims=True)]
     widths = [int(x.shape[-1]) for x in sources]
-    joined = tf.concat(sources, axis=-1) if len(sources) > 1 else sample
+    joined = tf.concat(sources, axis=-1)
     # The four bytes of every word, low byte first: (batch, n, 4).
     planes = tf.cast(tf.bitcast(joined, tf.uint8), tf.int32)
     source_index = np.concatenate([np.full(w, i)

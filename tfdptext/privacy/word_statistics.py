@@ -66,7 +66,8 @@ Per row, on the sampled pairs (j, j + N/2) (N/2 = C when g = 2):
 Per row, the checks of issue 38 (`BUFFER_TESTS`):
 
 9. `neighbour_bits`: 1 on the XOR of sampled words 1 apart, and on the
-   XOR of sampled words 2 apart (for good words i.i.d. uniform: the map
+   XOR of sampled words 2 apart, S - 2 of each (from the same byte
+   histograms as 1; for good words i.i.d. uniform: the map
    from the words to (x_0, x_1, differences) is a bijection). A bit that
    follows the position's parity (or its position modulo 4) survives
    every sum (the low bit of a sum is the XOR of the low bits) and
@@ -76,14 +77,17 @@ Per row, the checks of issue 38 (`BUFFER_TESTS`):
    cancelled by checksums or a negated half; for g = 2 the sampled
    pairs' sums). Fails from the smallest r with C(n, r) 2^{-32 r} below
    the share (`partner_repeat_limit`: 2 for n <= 512).
-11. `consumed_zeros`: the same on all C consumed words (groups cancelled
-   by a checksum per group; 2 for C <= 512, 3 up to about 2^17).
-12. `occupancy`, when the sample is not the whole buffer: the buckets
-   among M (the largest power of two <= N) that no word's low bits (w
-   mod M) fall in, over ALL N words: two-sided, Hoeffding's bound for
-   negatively associated indicators (`occupancy_limits`). Catches a
-   buffer mostly zero or constant anywhere, a short pool tiled or every
-   word written twice (too many empty buckets), a counter (too few).
+11. `consumed_zeros`, when the whole buffer is sampled (N <= 512): the
+   same on the C consumed words (groups cancelled by a checksum per
+   group; 2 for C <= 256).
+12. `occupancy`, when it is not: the buckets among M (the smallest power
+   of two >= C) that none of the C consumed words' low bits (v mod M)
+   fall in: every word of the buffer reaches them, at half the cost of
+   reading the buffer. Two-sided, Hoeffding's bound for negatively
+   associated indicators (`occupancy_limits`). Catches a buffer mostly
+   zero or constant anywhere, a short pool tiled (its consumed words
+   repeat), checksums that cancel every group (too many empty buckets),
+   a counter (too few).
 
 Over the whole call (every row's sample flattened into one list of M
 words: a batch whose rows share words must fail):
@@ -238,16 +242,16 @@ class RowLimits:
         partner_repeats: (None, high).
         half_sum_bits: (low, high) for the bit counts of the sums
             w_j + w_{j + N/2} of the sampled pairs.
-        neighbour_bits: ((low, high) at lag 1, (low, high) at lag 2) for
-            the bit counts of the XOR of sampled words 1 and 2 apart.
+        neighbour_bits: (low, high) for the bit counts of the XOR of
+            sampled words 1 apart, and of those 2 apart (S - 2 of each).
         strided_sum_zeros: (None, high) for the zeros among the sums of
             the words C apart (`strided_sums`: the extraction before
             issue 38).
         consumed_zeros: (None, high) for the zeros among the C consumed
-            words.
+            words (read when the whole buffer is sampled).
         occupancy: (low, high) for the empty buckets among `buckets`
-            buckets (w mod buckets) of all N words, or None when the
-            whole buffer is sampled.
+            buckets (v mod buckets) of the C consumed words, or None when
+            the whole buffer is sampled.
         buckets: M, or 0.
     """
 
@@ -279,8 +283,8 @@ def row_limits(consumed):
     (512, (168, 344), (55, 249))
     >>> limits.partners, limits.partner_repeats, limits.half_sum_bits
     (256, (None, 2), (65, 191))
-    >>> limits.consumed_zeros, limits.buckets
-    ((None, 3), 2048)
+    >>> limits.occupancy is not None, limits.buckets
+    (True, 2048)
     """
     taken = sample(consumed)
     blocks = taken.size // BLOCK
@@ -304,37 +308,37 @@ def row_limits(consumed):
         partner_repeats=(None, partner_repeat_limit(partners)),
         half_sum_bits=binomial_half_limits(
             partners, PARTNER_FALSE_ALARM / (2 * NUM_BITS)),
-        neighbour_bits=(binomial_half_limits(taken.size - 1, lag_share),
-                        binomial_half_limits(taken.size - 2, lag_share)),
+        neighbour_bits=binomial_half_limits(taken.size - 2, lag_share),
         strided_sum_zeros=(None, partner_repeat_limit(
             strided, BUFFER_FALSE_ALARM)),
         consumed_zeros=(None, partner_repeat_limit(
             consumed, BUFFER_FALSE_ALARM)),
-        occupancy=occupancy_limits(taken.words) if sampled else None,
-        buckets=occupancy_buckets(taken.words) if sampled else 0)
+        occupancy=occupancy_limits(consumed) if sampled else None,
+        buckets=occupancy_buckets(consumed) if sampled else 0)
 
 
 def occupancy_buckets(words):
-    """M, the buckets of the occupancy check: the largest power of two
-    at most `words`."""
-    return 2**(int(words).bit_length() - 1)
+    """M, the buckets of the occupancy check: the smallest power of two
+    at least `words`."""
+    return 2**(int(words) - 1).bit_length()
 
 
 def occupancy_limits(words, false_alarm=BUFFER_FALSE_ALARM):
     """(low, high) floats: the number E of empty buckets, when `words`
-    good words fall into M = `occupancy_buckets(words)` buckets by their
-    low bits, is <= low or >= high with probability at most
+    good words (the consumed words) fall into M = `occupancy_buckets(
+    words)` buckets by their low bits, is <= low or >= high with
+    probability at most
     `false_alarm`. E has mean mu = M (1 - 1/M)^N, and the buckets' empty
     indicators are negatively associated (Dubhashi and Ranjan 1998), so
     Hoeffding's bound holds: P(|E - mu| >= t) <= 2 exp(-2 t^2 / M).
 
     Catches what a fixed sample misses: a buffer mostly zero or constant
-    (too many empty buckets), a short pool tiled over the buffer or
-    every word written twice (as many), a counter (too few).
+    (too many empty buckets), a short pool tiled over the buffer (its
+    consumed words repeat: as many), a counter (too few).
 
     Example:
-    >>> [round(x) for x in occupancy_limits(3072)]
-    [274, 639]
+    >>> [round(x) for x in occupancy_limits(1536)]
+    [785, 1150]
     """
     words = validation.check_int("words", words, minimum=2)
     _check_false_alarm(false_alarm)
