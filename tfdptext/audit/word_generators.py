@@ -414,6 +414,24 @@ def _outside_old_sample(width, consumed):
     return np.setdiff1d(np.arange(width), _old_sample(width, consumed))
 
 
+def _outside_sample(width, consumed):
+    from tfdptext.privacy import word_statistics
+
+    return np.setdiff1d(np.arange(width),
+                        word_statistics.sample(consumed).positions)
+
+
+def _zeros_outside_sample(share):
+    def fill(rng, rows, width, consumed):
+        words = _os_urandom(rng, rows, width)
+        outside = _outside_sample(width, consumed)
+        block = words[:, outside]
+        block[rng.random(block.shape) < share] = 0
+        words[:, outside] = block
+        return words
+    return fill
+
+
 def _pool_tiled(rng, rows, width):
     # A 4 KiB pool (1024 words; half the buffer when shorter) tiled.
     pool = min(1024, width // 2)
@@ -458,6 +476,10 @@ _ISSUE_38 = [
               "outside the old fixed sample set to 0",
               _zeros_outside_old_sample(0.83), kind=PARTIAL,
               layout_aware=True, bad=_outside_old_sample),
+    Generator("zeros_outside_sample_98", "fresh words, 98% of those "
+              "outside the checks' sample set to 0",
+              _zeros_outside_sample(0.98), kind=PARTIAL, layout_aware=True,
+              bad=_outside_sample),
     Generator("pool_4k_tiled", "a pool of 1024 fresh words (4 KiB; half "
               "the buffer when shorter) tiled over the buffer",
               _pool_tiled),

@@ -15,8 +15,7 @@ per row and does two things with them before releasing anything:
   the sampled words equal to their partner half a buffer later and the
   bit counts of the pairs' sums; the bit counts of the XOR of sampled
   neighbours 1 and 2 apart; the zeros among the sums of the words C
-  apart), on every word through the consumed words (their zeros, or for
-  a sampled buffer the empty buckets of their low bits), and the
+  apart), on every word through the zeros of the consumed words, and the
   repeated sampled
   words over the whole call: one verdict for the whole call; when any
   row, or the call, fails, every row's release is unusable.
@@ -110,30 +109,20 @@ def words_look_random(words, consumed, used=None):
 
 def _buffer_columns(consumed):
     """{check name: its column in `_buffer_statistics`' values}."""
-    limits = ws.row_limits(consumed)
-    names = ["strided_sum_zeros"]
-    names.append("consumed_zeros" if limits.occupancy is None
-                 else "occupancy")
-    return {name: [i] for i, name in enumerate(names)}
+    return {"strided_sum_zeros": [0], "consumed_zeros": [1]}
 
 
 def _buffer_statistics(words, consumed, sample, used=None):
-    """((batch, K) float32, lows, highs): the checks of issue 38 on more
-    than the sample, in `_buffer_columns` order
-    (`tfdptext.privacy.word_statistics`):
+    """((batch, 2) float32, lows, highs): the zero counts of issue 38, in
+    `_buffer_columns` order (`tfdptext.privacy.word_statistics`):
 
     - `strided_sum_zeros`: the zeros among the sums of the words C apart
       (g = 2: of the sampled pairs; the extraction before issue 38, which
       apps could have cancelled with checksums or a negated half);
-    - when the whole buffer is sampled (N <= 512), `consumed_zeros`: the
-      zeros among the C consumed words (groups cancelled by checksums);
-    - else `occupancy`: the empty buckets among M >= C of the consumed
-      words' low bits (w mod M): every word reaches them, so a buffer
-      mostly zero or constant anywhere, a short pool tiled over it,
-      checksums that cancel every group, or a counter show here.
+    - `consumed_zeros`: the zeros among all C consumed words (groups
+      cancelled by checksums; a buffer mostly zero anywhere).
 
-    Ops: EQUAL and SUM; FLOOR_MOD and UNSORTED_SEGMENT_SUM over the C
-    consumed words for the occupancy.
+    Ops: EQUAL and SUM (SUM over g words C apart when g > 2).
     """
     limits = ws.row_limits(consumed)
     lay = extraction.layout(consumed)
@@ -145,40 +134,16 @@ def _buffer_statistics(words, consumed, sample, used=None):
     else:
         strided = tf.reduce_sum(tf.reshape(words, [-1, lay.group, consumed]),
                                 axis=1)
-    columns = [_zeros(strided)]
-    lows, highs = [-1.0], [float(limits.strided_sum_zeros[1])]
-    if limits.occupancy is None:
-        columns.append(_zeros(used))
-        lows.append(-1.0)
-        highs.append(float(limits.consumed_zeros[1]))
-    else:
-        columns.append(_empty_buckets(used, limits.buckets))
-        lows.append(limits.occupancy[0])
-        highs.append(limits.occupancy[1])
-    return (tf.concat(columns, axis=-1), np.array(lows, np.float32),
-            np.array(highs, np.float32))
+    values = tf.concat([_zeros(strided), _zeros(used)], axis=-1)
+    highs = np.array([limits.strided_sum_zeros[1],
+                      limits.consumed_zeros[1]], np.float32)
+    return values, np.array([-1.0, -1.0], np.float32), highs
 
 
 def _zeros(values):
     """(batch, 1) float32: the zeros of each row."""
     return tf.reduce_sum(tf.cast(tf.equal(values, 0), tf.float32), axis=-1,
                          keepdims=True)
-
-
-def _empty_buckets(words, buckets):
-    """(batch, 1) float32: the buckets w mod `buckets` that no word of the
-    row falls in (one UNSORTED_SEGMENT_SUM for the whole batch)."""
-    static_rows = words.shape[0]
-    rows = static_rows if static_rows is not None else tf.shape(words)[0]
-    ids = tf.math.floormod(words, buckets)
-    if static_rows != 1:  # a phone model's single row needs no offset
-        ids += buckets * tf.reshape(tf.range(rows), [-1, 1])
-    counts = tf.math.unsorted_segment_sum(
-        tf.ones_like(ids, tf.float32), ids, rows * buckets)
-    occupied = tf.reduce_sum(tf.reshape(tf.minimum(counts, 1.0),
-                                        [-1, buckets]), axis=-1,
-                             keepdims=True)
-    return float(buckets) - occupied
 
 
 def buffer_statistics(words, consumed, used=None):

@@ -18,10 +18,13 @@ longer one has g = 2 (C > 256): the checks read the groups of
 `CONSUMED_BLOCKS` blocks of 128 consumed words spread over [0, C) (the
 first at 0, the last ending at C): the block's words in the first half
 of the buffer and their partners C later, 2 x 128 x CONSUMED_BLOCKS raw
-words in all. The sampled checks' cost is then fixed, whatever N
-(docs/benchmarks.md). What a fixed sample cannot see (issue 38: a
-buffer 98% zeros outside it, a 4 KiB pool tiled over the buffer) is
-seen by the checks of every word (9 to 12 below, cheap: one pass).
+words in all; the second block starts at the largest power of two 2^k
+with 2^k + 128 <= C, so that a pool of a power-of-two size up to 2^k
+words tiled over the buffer (a 4 KiB pool: 1,024 words) repeats the
+first block's words there. The sampled checks' cost is then fixed,
+whatever N (docs/benchmarks.md). What a fixed sample cannot see (issue
+38: a buffer 98% zeros outside it) shows in the zeros of the consumed
+words, which every word reaches (11 below: one cheap pass over C words).
 
 The checks (the low and high bytes are w mod 256 and (w >> 24) mod 256):
 
@@ -77,17 +80,14 @@ Per row, the checks of issue 38 (`BUFFER_TESTS`):
    cancelled by checksums or a negated half; for g = 2 the sampled
    pairs' sums). Fails from the smallest r with C(n, r) 2^{-32 r} below
    the share (`partner_repeat_limit`: 2 for n <= 512).
-11. `consumed_zeros`, when the whole buffer is sampled (N <= 512): the
-   same on the C consumed words (groups cancelled by a checksum per
-   group; 2 for C <= 256).
-12. `occupancy`, when it is not: the buckets among M (the smallest power
-   of two >= C) that none of the C consumed words' low bits (v mod M)
-   fall in: every word of the buffer reaches them, at half the cost of
-   reading the buffer. Two-sided, Hoeffding's bound for negatively
-   associated indicators (`occupancy_limits`). Catches a buffer mostly
-   zero or constant anywhere, a short pool tiled (its consumed words
-   repeat), checksums that cancel every group (too many empty buckets),
-   a counter (too few).
+11. `consumed_zeros`: the same on all C consumed words (r = 2 for
+   C <= 256, 3 up to about 2^17). Catches groups cancelled by a checksum
+   per group, and a buffer mostly zero anywhere (a consumed word is 0
+   when its group's words are). Costlier alternatives measured and left
+   out (docs/benchmarks.md): the empty buckets of all words' low bits
+   (catches any tile and any mostly constant buffer), whose
+   UNSORTED_SEGMENT_SUM over the words costs several times the whole
+   check in TFLite.
 
 Over the whole call (every row's sample flattened into one list of M
 words: a batch whose rows share words must fail):
@@ -154,8 +154,7 @@ NUM_BITS = 32
 COLLISION_TESTS = ("low_byte_collisions", "low_byte_step_collisions",
                    "high_byte_collisions", "high_byte_step_collisions")
 PARTNER_TESTS = ("partner_repeats", "half_sum_bits")
-BUFFER_TESTS = ("neighbour_bits", "strided_sum_zeros", "consumed_zeros",
-                "occupancy")
+BUFFER_TESTS = ("neighbour_bits", "strided_sum_zeros", "consumed_zeros")
 ROW_TESTS = ("bits",) + COLLISION_TESTS + PARTNER_TESTS + BUFFER_TESTS
 CALL_TESTS = ("word_repeats",)
 TESTS = ROW_TESTS + CALL_TESTS
@@ -206,7 +205,7 @@ def sample(consumed):
     Example:
     >>> s = sample(1536)                   # 384-d Laplace: N = 3072
     >>> s.size, s.positions[[0, 128, 256, 384]].tolist()
-    (512, [0, 1408, 1536, 2944])
+    (512, [0, 1024, 1536, 2560])
     """
     lay = extraction.layout(consumed)
     if lay.words <= SAMPLE_WORDS:
@@ -214,8 +213,10 @@ def sample(consumed):
         first = np.arange(lay.words // 2, dtype=np.int32)
         return Sample(lay.words, consumed, positions,
                       (first, first + lay.words // 2))
-    offsets = [round(k * (consumed - BLOCK) / (CONSUMED_BLOCKS - 1))
-               for k in range(CONSUMED_BLOCKS)]
+    # The first block, and the block at the largest power of two 2^k
+    # with 2^k + 128 <= C: a pool of 2^m <= 2^k words tiled over the
+    # buffer repeats the first block there.
+    offsets = [0, 2**((consumed - BLOCK).bit_length() - 1)]
     first = np.concatenate([np.arange(o, o + BLOCK) for o in offsets]
                            ).astype(np.int32)
     return Sample(lay.words, consumed,
@@ -247,12 +248,10 @@ class RowLimits:
         strided_sum_zeros: (None, high) for the zeros among the sums of
             the words C apart (`strided_sums`: the extraction before
             issue 38).
-        consumed_zeros: (None, high) for the zeros among the C consumed
-            words (read when the whole buffer is sampled).
-        occupancy: (low, high) for the empty buckets among `buckets`
-            buckets (v mod buckets) of the C consumed words, or None when
-            the whole buffer is sampled.
-        buckets: M, or 0.
+        consumed_zeros: (None, high) for the zeros among all C consumed
+            words.
+        sampled: whether the checks read a sample (N > 512), not the
+            whole buffer.
     """
 
     consumed: int
@@ -269,8 +268,7 @@ class RowLimits:
     neighbour_bits: tuple
     strided_sum_zeros: tuple
     consumed_zeros: tuple
-    occupancy: tuple
-    buckets: int
+    sampled: bool
 
 
 @functools.lru_cache(maxsize=64)
@@ -283,8 +281,8 @@ def row_limits(consumed):
     (512, (168, 344), (55, 249))
     >>> limits.partners, limits.partner_repeats, limits.half_sum_bits
     (256, (None, 2), (65, 191))
-    >>> limits.occupancy is not None, limits.buckets
-    (True, 2048)
+    >>> limits.consumed_zeros, limits.sampled
+    ((None, 3), True)
     """
     taken = sample(consumed)
     blocks = taken.size // BLOCK
@@ -313,39 +311,7 @@ def row_limits(consumed):
             strided, BUFFER_FALSE_ALARM)),
         consumed_zeros=(None, partner_repeat_limit(
             consumed, BUFFER_FALSE_ALARM)),
-        occupancy=occupancy_limits(consumed) if sampled else None,
-        buckets=occupancy_buckets(consumed) if sampled else 0)
-
-
-def occupancy_buckets(words):
-    """M, the buckets of the occupancy check: the smallest power of two
-    at least `words`."""
-    return 2**(int(words) - 1).bit_length()
-
-
-def occupancy_limits(words, false_alarm=BUFFER_FALSE_ALARM):
-    """(low, high) floats: the number E of empty buckets, when `words`
-    good words (the consumed words) fall into M = `occupancy_buckets(
-    words)` buckets by their low bits, is <= low or >= high with
-    probability at most
-    `false_alarm`. E has mean mu = M (1 - 1/M)^N, and the buckets' empty
-    indicators are negatively associated (Dubhashi and Ranjan 1998), so
-    Hoeffding's bound holds: P(|E - mu| >= t) <= 2 exp(-2 t^2 / M).
-
-    Catches what a fixed sample misses: a buffer mostly zero or constant
-    (too many empty buckets), a short pool tiled over the buffer (its
-    consumed words repeat: as many), a counter (too few).
-
-    Example:
-    >>> [round(x) for x in occupancy_limits(1536)]
-    [785, 1150]
-    """
-    words = validation.check_int("words", words, minimum=2)
-    _check_false_alarm(false_alarm)
-    m = occupancy_buckets(words)
-    mean = m * math.exp(words * math.log1p(-1.0 / m))
-    t = math.sqrt(m * math.log(2.0 / false_alarm) / 2.0)
-    return (mean - t, mean + t)
+        sampled=sampled)
 
 
 def partner_repeat_limit(pairs, false_alarm=PARTNER_FALSE_ALARM):

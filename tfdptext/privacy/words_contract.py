@@ -20,11 +20,14 @@ CHECKS = ("the model makes its release unusable (all NaN; token ids all "
           "-1) when the words show a defect that mixing cannot undo: a "
           "stuck bit at any of the 32 positions, or a bit that follows the "
           "position's parity; an unfilled or mostly unfilled buffer, or "
-          "one mostly zero or constant anywhere; a counter or arithmetic "
+          "one mostly zero anywhere; a constant, a counter or arithmetic "
           "progression, an LCG, low or high bytes too even or too "
-          "repetitive; repeated words, a short pool tiled over the "
-          "buffer; a second half copied from the first, or its negation "
-          "or complement; checksums that make every group (or every set "
+          "repetitive; repeated words, a pool tiled over the buffer (any "
+          "pool in a buffer of up to 512 words; above, a pool of a "
+          "power-of-two size up to the offset of the checks' second "
+          "sampled block, 1,024 words = 4 KiB once the mechanism reads "
+          "1,152 words); a second half copied from the first, or its "
+          "negation or complement; checksums that make every group (or every set "
           "of words C apart) sum to 0 (false alarm below 2^-40 for good "
           "words; tfdptext.privacy.word_statistics); the server refuses "
           "such releases: discard it and call again with fresh words")
@@ -32,9 +35,12 @@ CHECKS = ("the model makes its release unusable (all NaN; token ids all "
 NOT_DETECTABLE = ("a predictable generator whose output looks uniform "
                   "(java.util.Random or any seeded PRNG: the seed, e.g. "
                   "the time, gives the noise away), reuse of a buffer "
-                  "across calls, and other words computed from the fresh "
+                  "across calls, other words computed from the fresh "
                   "ones (a checksum of only a few groups of a long "
-                  "buffer): no check inside the model can see them")
+                  "buffer), and in a buffer over 512 words a pool of "
+                  "another size tiled, or a nonzero constant, outside "
+                  "the checks' sample: no check inside the model can "
+                  "see them")
 
 
 def partial_buffers(consumed):
