@@ -15,11 +15,7 @@ docs/benchmarks.md).
     .venv/bin/python benchmarks/extraction_cost.py
 """
 
-import importlib.util
 import os
-import subprocess
-import sys
-import tempfile
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -50,30 +46,13 @@ _MODULES = (("extraction", "tfdptext/privacy/extraction.py"),
 def _before_checks():
     """The word_checks module of --before_commit, with its own extraction
     and word_statistics, loaded from git as private modules."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    folder = tempfile.mkdtemp(prefix="before-checks-")
     renames = {
         "from tfdptext.privacy import word_statistics as ws":
             "import before_word_statistics as ws",
         "from tfdptext.privacy import extraction":
             "import before_extraction as extraction"}
-    sys.path.insert(0, folder)
-    loaded = None
-    for name, path in _MODULES:
-        text = subprocess.run(
-            ["git", "show", f"{FLAGS.before_commit}:{path}"], cwd=root,
-            check=True, capture_output=True, text=True).stdout
-        for old, new in renames.items():
-            text = text.replace(old, new)
-        module = f"before_{name}"
-        target = os.path.join(folder, module + ".py")
-        with open(target, "w") as f:
-            f.write(text)
-        spec = importlib.util.spec_from_file_location(module, target)
-        loaded = importlib.util.module_from_spec(spec)
-        sys.modules[module] = loaded
-        spec.loader.exec_module(loaded)
-    return loaded
+    return rwc.modules_from_git(FLAGS.before_commit, _MODULES, renames,
+                                "before_")["word_checks"]
 
 
 def _alone(checks, consumed, width):

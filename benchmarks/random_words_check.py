@@ -348,34 +348,21 @@ def _checks_alone(consumed, fn=None):
     return keras.Model(inputs, outputs), width
 
 
-def _baseline_modules():
-    """The random-words modules of --baseline_commit (before extraction:
-    word_statistics, word_checks, secure), loaded from git as private
-    modules beside today's layers (which did not change): {name:
-    module}, or None without --baseline_commit."""
-    if not FLAGS.baseline_commit:
-        return None
+def modules_from_git(commit, modules, renames, prefix):
+    """{name: module}: the files `modules` ((name, path) pairs) of
+    `commit`, with the import lines `renames` ({old: new}) rewritten,
+    loaded as private modules `prefix + name` beside today's code."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    folder = tempfile.mkdtemp(prefix="baseline-checks-")
-    renames = {
-        "from tfdptext.privacy import word_statistics as ws":
-            "import baseline_word_statistics as ws",
-        "from tfdptext.privacy import word_statistics":
-            "import baseline_word_statistics as word_statistics",
-        "from tfdptext.models import word_checks":
-            "import baseline_word_checks as word_checks"}
+    folder = tempfile.mkdtemp(prefix=f"{prefix}checks-")
     loaded = {}
     sys.path.insert(0, folder)
-    for name, path in (("word_statistics",
-                        "tfdptext/privacy/word_statistics.py"),
-                       ("word_checks", "tfdptext/models/word_checks.py"),
-                       ("secure", "tfdptext/models/secure.py")):
+    for name, path in modules:
         text = subprocess.run(
-            ["git", "show", f"{FLAGS.baseline_commit}:{path}"], cwd=root,
+            ["git", "show", f"{commit}:{path}"], cwd=root,
             check=True, capture_output=True, text=True).stdout
         for old, new in renames.items():
             text = text.replace(old, new)
-        module = f"baseline_{name}"
+        module = f"{prefix}{name}"
         path = os.path.join(folder, module + ".py")
         with open(path, "w") as f:
             f.write(text)
@@ -384,6 +371,27 @@ def _baseline_modules():
         sys.modules[module] = loaded[name]
         spec.loader.exec_module(loaded[name])
     return loaded
+
+
+def _baseline_modules():
+    """The random-words modules of --baseline_commit (before extraction:
+    word_statistics, word_checks, secure), loaded from git as private
+    modules beside today's layers (which did not change): {name:
+    module}, or None without --baseline_commit."""
+    if not FLAGS.baseline_commit:
+        return None
+    renames = {
+        "from tfdptext.privacy import word_statistics as ws":
+            "import baseline_word_statistics as ws",
+        "from tfdptext.privacy import word_statistics":
+            "import baseline_word_statistics as word_statistics",
+        "from tfdptext.models import word_checks":
+            "import baseline_word_checks as word_checks"}
+    return modules_from_git(
+        FLAGS.baseline_commit,
+        (("word_statistics", "tfdptext/privacy/word_statistics.py"),
+         ("word_checks", "tfdptext/models/word_checks.py"),
+         ("secure", "tfdptext/models/secure.py")), renames, "baseline_")
 
 
 def _baseline_check():
