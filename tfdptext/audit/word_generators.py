@@ -17,15 +17,26 @@ the sum of g words C apart):
   channel EXACTLY (refusing is allowed too); otherwise it must be refused.
 - `UNCATCHABLE`: bad in a way no check inside the model can see (a
   predictable generator such as java.util.Random seeded with the time,
-  `tfdptext.audit.java_random`; a buffer reused from an earlier call):
-  the reason the contract is the platform's secure generator.
+  `tfdptext.audit.java_random`; a buffer reused from an earlier call,
+  replayed for real: `previous_call` sends one buffer every call, and
+  the channel test shows its releases repeat): the reason the contract
+  is the platform's secure generator.
+
+The generators of issue 38 (`_ISSUE_38`) aim at the groups of the
+extraction before it (a parity class from a seeded generator, odd words
+even, a low bit following the parity), at words derived from others (a
+negated or complemented half, checksums per group or per set of words C
+apart), at the checks' sample (zeros outside the old one, or today's)
+and at repeats beyond it (a 4 KiB pool tiled). Some need the model's
+layout (`Generator.layout_aware`, `Generator.make`).
 
 `check_model` runs them against a phone model (any function of the
 words) and, with `releases`, also tests every released generator's
 output law against the good generator's (a two-sample test per output
 position: chi-square on discrete releases, Kolmogorov-Smirnov on
-continuous ones): a partly bad buffer whose release follows another
-channel is reported, not only a structured buffer that was released.
+continuous ones; every output position, Bonferroni-corrected): a partly
+bad buffer whose release follows another channel is reported, not only a
+structured buffer that was released.
 `check_tflite` runs a .tflite signature, `check_export` every length of
 an export; `tfdptext-audit --random_words` prints the table and exits 1
 on any row that is not as expected.
