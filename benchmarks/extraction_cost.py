@@ -79,7 +79,6 @@ def main(argv):
     from ai_edge_litert.interpreter import Interpreter
 
     from tfdptext import models
-    from tfdptext.export import exporter
     from tfdptext.export import tflite
     from tfdptext.models import secure
     from tfdptext.models import word_checks
@@ -94,18 +93,9 @@ def main(argv):
     rows, records = [], []
     for name in FLAGS.mechanisms:
         began = time.time()
-        user, split_point = rwc._user_side(name, backbone, tokenizer)
-        phones = {length: exporter._phone_model(user, split_point, length)
-                  for length in lengths}
-        flat = tflite.convert_signatures(
-            {exporter.phone_signature(length, lengths[-1]): phone
-             for length, phone in phones.items()},
-            quantize=True, batch_size=1)
         settings, layouts = {}, {}
-        for length, phone in phones.items():
-            runner = Interpreter(model_content=flat, num_threads=1
-                                 ).get_signature_runner(
-                exporter.phone_signature(length, lengths[-1]))
+        for length, phone, runner in rwc.phone_runners(name, backbone,
+                                                       tokenizer, lengths):
             consumed = secure.phone_consumed_words(phone)
             width = int(phone.input[secure.RANDOM_WORDS].shape[-1])
             layouts[length] = (width, consumed)

@@ -431,12 +431,32 @@ def _round_robin(settings):
             setting.run_block(FLAGS.block)
 
 
+def phone_runners(name, backbone, tokenizer, lengths):
+    """[(length, Keras phone model, TFLite signature runner)] of mechanism
+    `name` as tfdptext-export writes it (int8, batch 1, one thread)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tfdptext.export import exporter
+    from tfdptext.export import tflite
+
+    user, split_point = _user_side(name, backbone, tokenizer)
+    phones = {length: exporter._phone_model(user, split_point, length)
+              for length in lengths}
+    flat = tflite.convert_signatures(
+        {exporter.phone_signature(length, lengths[-1]): phone
+         for length, phone in phones.items()},
+        quantize=True, batch_size=1)
+    return [(length, phone, Interpreter(model_content=flat, num_threads=1)
+             .get_signature_runner(exporter.phone_signature(length,
+                                                            lengths[-1])))
+            for length, phone in phones.items()]
+
+
 def _report_cost():
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
     from tfdptext import models
-    from tfdptext.export import exporter
     from tfdptext.export import tflite
     from tfdptext.models import secure
 
@@ -455,18 +475,9 @@ def _report_cost():
           "share |\n|---|---|---|---|---|---|---|")
     for name in names:
         began = time.time()
-        user, split_point = _user_side(name, backbone, tokenizer)
-        phones = {length: exporter._phone_model(user, split_point, length)
-                  for length in lengths}
-        flat = tflite.convert_signatures(
-            {exporter.phone_signature(length, lengths[-1]): phone
-             for length, phone in phones.items()},
-            quantize=True, batch_size=1)
         settings = {}
-        for length, phone in phones.items():
-            runner = Interpreter(model_content=flat, num_threads=1
-                                 ).get_signature_runner(
-                exporter.phone_signature(length, lengths[-1]))
+        for length, phone, runner in phone_runners(name, backbone,
+                                                   tokenizer, lengths):
             consumed = secure.phone_consumed_words(phone)
             width = int(phone.input[secure.RANDOM_WORDS].shape[-1])
             feed = {"token_ids": ids[:, :length],
