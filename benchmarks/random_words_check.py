@@ -150,7 +150,7 @@ def _report_false_alarms():
                     p for p in (f"<= {lo}" if lo is not None and lo >= 0
                                 else None,
                                 f">= {hi}" if hi is not None else None) if p)
-                if name in ("bits", "consumed_bits"):
+                if name in ("bits", "half_sum_bits"):
                     rule += " (any of the 32)"
             print(f"| {name} | {rule} | {low:,.0f} | {high:,.0f} | "
                   f"{fails} |", flush=True)
@@ -348,34 +348,21 @@ def _checks_alone(consumed, fn=None):
     return keras.Model(inputs, outputs), width
 
 
-def _baseline_modules():
-    """The random-words modules of --baseline_commit (before extraction:
-    word_statistics, word_checks, secure), loaded from git as private
-    modules beside today's layers (which did not change): {name:
-    module}, or None without --baseline_commit."""
-    if not FLAGS.baseline_commit:
-        return None
+def modules_from_git(commit, modules, renames, prefix):
+    """{name: module}: the files `modules` ((name, path) pairs) of
+    `commit`, with the import lines `renames` ({old: new}) rewritten,
+    loaded as private modules `prefix + name` beside today's code."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    folder = tempfile.mkdtemp(prefix="baseline-checks-")
-    renames = {
-        "from tfdptext.privacy import word_statistics as ws":
-            "import baseline_word_statistics as ws",
-        "from tfdptext.privacy import word_statistics":
-            "import baseline_word_statistics as word_statistics",
-        "from tfdptext.models import word_checks":
-            "import baseline_word_checks as word_checks"}
+    folder = tempfile.mkdtemp(prefix=f"{prefix}checks-")
     loaded = {}
     sys.path.insert(0, folder)
-    for name, path in (("word_statistics",
-                        "tfdptext/privacy/word_statistics.py"),
-                       ("word_checks", "tfdptext/models/word_checks.py"),
-                       ("secure", "tfdptext/models/secure.py")):
+    for name, path in modules:
         text = subprocess.run(
-            ["git", "show", f"{FLAGS.baseline_commit}:{path}"], cwd=root,
+            ["git", "show", f"{commit}:{path}"], cwd=root,
             check=True, capture_output=True, text=True).stdout
         for old, new in renames.items():
             text = text.replace(old, new)
-        module = f"baseline_{name}"
+        module = f"{prefix}{name}"
         path = os.path.join(folder, module + ".py")
         with open(path, "w") as f:
             f.write(text)
@@ -384,6 +371,27 @@ def _baseline_modules():
         sys.modules[module] = loaded[name]
         spec.loader.exec_module(loaded[name])
     return loaded
+
+
+def _baseline_modules():
+    """The random-words modules of --baseline_commit (before extraction:
+    word_statistics, word_checks, secure), loaded from git as private
+    modules beside today's layers (which did not change): {name:
+    module}, or None without --baseline_commit."""
+    if not FLAGS.baseline_commit:
+        return None
+    renames = {
+        "from tfdptext.privacy import word_statistics as ws":
+            "import baseline_word_statistics as ws",
+        "from tfdptext.privacy import word_statistics":
+            "import baseline_word_statistics as word_statistics",
+        "from tfdptext.models import word_checks":
+            "import baseline_word_checks as word_checks"}
+    return modules_from_git(
+        FLAGS.baseline_commit,
+        (("word_statistics", "tfdptext/privacy/word_statistics.py"),
+         ("word_checks", "tfdptext/models/word_checks.py"),
+         ("secure", "tfdptext/models/secure.py")), renames, "baseline_")
 
 
 def _baseline_check():
@@ -423,12 +431,32 @@ def _round_robin(settings):
             setting.run_block(FLAGS.block)
 
 
+def phone_runners(name, backbone, tokenizer, lengths):
+    """[(length, Keras phone model, TFLite signature runner)] of mechanism
+    `name` as tfdptext-export writes it (int8, batch 1, one thread)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tfdptext.export import exporter
+    from tfdptext.export import tflite
+
+    user, split_point = _user_side(name, backbone, tokenizer)
+    phones = {length: exporter._phone_model(user, split_point, length)
+              for length in lengths}
+    flat = tflite.convert_signatures(
+        {exporter.phone_signature(length, lengths[-1]): phone
+         for length, phone in phones.items()},
+        quantize=True, batch_size=1)
+    return [(length, phone, Interpreter(model_content=flat, num_threads=1)
+             .get_signature_runner(exporter.phone_signature(length,
+                                                            lengths[-1])))
+            for length, phone in phones.items()]
+
+
 def _report_cost():
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
     from tfdptext import models
-    from tfdptext.export import exporter
     from tfdptext.export import tflite
     from tfdptext.models import secure
 
@@ -447,18 +475,9 @@ def _report_cost():
           "share |\n|---|---|---|---|---|---|---|")
     for name in names:
         began = time.time()
-        user, split_point = _user_side(name, backbone, tokenizer)
-        phones = {length: exporter._phone_model(user, split_point, length)
-                  for length in lengths}
-        flat = tflite.convert_signatures(
-            {exporter.phone_signature(length, lengths[-1]): phone
-             for length, phone in phones.items()},
-            quantize=True, batch_size=1)
         settings = {}
-        for length, phone in phones.items():
-            runner = Interpreter(model_content=flat, num_threads=1
-                                 ).get_signature_runner(
-                exporter.phone_signature(length, lengths[-1]))
+        for length, phone, runner in phone_runners(name, backbone,
+                                                   tokenizer, lengths):
             consumed = secure.phone_consumed_words(phone)
             width = int(phone.input[secure.RANDOM_WORDS].shape[-1])
             feed = {"token_ids": ids[:, :length],

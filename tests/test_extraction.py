@@ -26,7 +26,39 @@ def test_layout_mixes_at_least_two_words_and_fills_128(consumed, group):
     assert lay.group & (lay.group - 1) == 0
     # The smallest such power of two.
     assert lay.group == 2 or (lay.group // 2) * consumed < 128
-    assert lay.positions(1) == [1 + i * consumed for i in range(group)]
+    # Group j holds one word of each block of C: p(i, j) = i C + ((j +
+    # s_i) mod C), and the groups cut the buffer into g-word pieces.
+    order = lay.order
+    assert order.shape == (group, consumed)
+    np.testing.assert_array_equal(np.sort(order.ravel()),
+                                  np.arange(lay.words))
+    np.testing.assert_array_equal(
+        order // consumed, np.repeat(np.arange(group)[:, None], consumed, 1))
+    last = consumed - 1
+    assert lay.positions(last) == [int(p) for p in order[:, last]]
+
+
+@pytest.mark.parametrize("consumed", [1, 2, 3, 40, 63, 64, 100, 1536,
+                                      1552, 12288])
+def test_every_group_holds_words_of_both_parities_and_both_halves(
+        consumed):
+    """Issue 38: with p(i, j) = i C + j, a code release's group 0 was the
+    64 even words, and g = 2 with C even paired even words with even
+    words: an app whose even words came from a seeded generator chose the
+    release. Now no group lies in one parity class, or one half."""
+    lay = extraction.layout(consumed)
+    positions = np.arange(lay.words)
+    for bad in (positions % 2 == 0, positions % 2 == 1,
+                positions < lay.words // 2, positions >= lay.words // 2):
+        assert extraction.exact_despite(np.nonzero(bad)[0], consumed)
+    if consumed == 2:
+        # Thue-Morse: every group meets every residue class modulo 2^k,
+        # 2^k <= 64, so the words of any one class, the rest bad, keep
+        # the release exact.
+        for k in range(1, 7):
+            for r in range(2**k):
+                assert extraction.exact_despite(
+                    np.nonzero(positions % 2**k != r)[0], consumed), (k, r)
 
 
 def test_layout_refuses_bad_counts():
@@ -37,15 +69,24 @@ def test_layout_refuses_bad_counts():
 
 def test_exact_despite_every_short_run_and_any_g_minus_one_words():
     rng = np.random.default_rng(0)
-    for consumed in (2, 40, 64, 300):
+    for consumed, run in ((2, 126), (3, 189), (40, 117), (64, 63),
+                          (300, 299), (301, 301)):
         lay = extraction.layout(consumed)
         longest = extraction.longest_harmless_run(consumed)
-        assert longest == lay.words - consumed
+        assert longest == run
+        edge = extraction.longest_harmless_edge(consumed)
+        assert edge == lay.words - consumed
+        assert extraction.exact_despite(range(edge), consumed)
+        assert extraction.exact_despite(range(lay.words - edge, lay.words),
+                                        consumed)
+        assert not extraction.exact_despite(range(edge + 1), consumed)
         for start in rng.integers(0, lay.words - longest, size=20):
             assert extraction.exact_despite(
                 range(start, start + longest), consumed)
         # One more word: some run of that length kills a group.
-        assert not extraction.exact_despite(range(longest + 1), consumed)
+        assert not all(extraction.exact_despite(range(a, a + longest + 1),
+                                                consumed)
+                       for a in range(lay.words - longest))
         for _ in range(20):
             bad = rng.choice(lay.words, size=lay.group - 1, replace=False)
             assert extraction.exact_despite(bad, consumed)
@@ -64,7 +105,9 @@ def test_buffer_for_inverts_extraction():
                               ).astype(np.int32)
         words = extraction.buffer_for(v, others)
         np.testing.assert_array_equal(extraction.extract(words, consumed), v)
-        np.testing.assert_array_equal(words[:, consumed:], others)
+        # `others` fill blocks 1 .. g - 1 in the groups' order.
+        np.testing.assert_array_equal(
+            words[:, lay.order[1:].ravel()], others)
     with pytest.raises(ArgumentError, match="others"):
         extraction.buffer_for(np.zeros((1, 2), np.int32),
                               np.zeros((1, 3), np.int32))

@@ -19,13 +19,11 @@ tests in this file: a correct mechanism fails one run in about 10^4).
 
 import numpy as np
 import pytest
-from ai_edge_litert.interpreter import Interpreter
 from scipy import stats
 
 import partial_buffers
 import substitution_checks as checks
 from tfdptext import layers
-from tfdptext.export import tflite
 from tfdptext.models import secure
 from tfdptext.privacy import categorical
 from tfdptext.privacy import extraction
@@ -33,19 +31,7 @@ from tfdptext.privacy import extraction
 P_REJECT = 1e-6
 
 
-def _phone(privatizer, shape, dtype="float32", before=None):
-    """(run(x, words) -> release, words per call) of the privatizer's
-    phone model in TFLite (dynamic batch, run one row at a time)."""
-    model = secure.secure_privatizer_model(privatizer, shape, dtype,
-                                           before=before)
-    runner = Interpreter(model_content=tflite.convert(model)
-                         ).get_signature_runner()
-    width = int(model.input[secure.RANDOM_WORDS].shape[-1])
-
-    def run(x, words):
-        return next(iter(runner(x=x, random_words=words).values()))
-
-    return run, width
+_phone = partial_buffers.phone
 
 
 def test_code_release_partial_buffers_follow_the_transition_matrix():

@@ -15,8 +15,8 @@ the same generator, is gone (`recover_seed`).
 No check inside the model can catch this: a predictable generator is a
 property of where the words come from, not of how they look. Nor does the
 model's extraction help (`tfdptext.privacy.extraction`: each word the
-mechanism reads is a sum of g words C apart): the attacker replays the
-sums too, jumping the generator ahead by C words (`jump`). The contract
+mechanism reads is a sum of g words, one per block of C): the attacker
+replays the sums too, jumping the generator to each block (`jump`). The contract
 is the platform's cryptographically secure generator.
 
 The generator (java.util.Random, OpenJDK): the seed is scrambled as
@@ -87,16 +87,29 @@ def consumed_ints(states, count, layout=None):
     """The first `count` words a phone model's mechanism reads when the
     app fills `random_words` from generators at `states`: with `layout`
     (a `tfdptext.privacy.extraction.Layout`), word j is the sum modulo
-    2^32 of buffer words j, j + C, ..., j + (g - 1) C; without, the
-    buffer's own words. Returns (states after the first `count` buffer
-    words, int32 array shape + (count,))."""
+    2^32 of the buffer words of its group, p(i, j) = i C + ((j + s_i)
+    mod C) (`Layout.order`); without, the buffer's own words. Returns
+    (states after the first `count` buffer words, int32 array shape +
+    (count,)).
+
+    Each block's words for j < count are at most two runs of the block
+    (from s_i, then from the block's start after it wraps): the generator
+    is jumped to each run's start, so the cost grows with `count`, not C.
+    """
     after, out = next_ints(states, count)
     if layout is None or layout.group == 1:
         return after, out
-    total = out.view(np.uint32).astype(np.uint64)
-    for i in range(1, layout.group):
-        _, part = next_ints(jump(states, i * layout.consumed), count)
-        total += part.view(np.uint32)
+    c = layout.consumed
+    total = np.zeros(np.shape(states) + (count,), np.uint64)
+    for i, shift in enumerate(layout.shifts):
+        taken = min(count, c - shift)
+        _, head = next_ints(jump(states, i * c + shift), taken)
+        part = head.view(np.uint32).astype(np.uint64)
+        if taken < count:
+            _, tail = next_ints(jump(states, i * c), count - taken)
+            part = np.concatenate(
+                [part, tail.view(np.uint32).astype(np.uint64)], axis=-1)
+        total += part
     return after, (total & np.uint64(0xFFFFFFFF)).astype(
         np.uint32).view(np.int32)
 

@@ -17,15 +17,26 @@ the sum of g words C apart):
   channel EXACTLY (refusing is allowed too); otherwise it must be refused.
 - `UNCATCHABLE`: bad in a way no check inside the model can see (a
   predictable generator such as java.util.Random seeded with the time,
-  `tfdptext.audit.java_random`; a buffer reused from an earlier call):
-  the reason the contract is the platform's secure generator.
+  `tfdptext.audit.java_random`; a buffer reused from an earlier call,
+  replayed for real: `previous_call` sends one buffer every call, and
+  the channel test shows its releases repeat): the reason the contract
+  is the platform's secure generator.
+
+The generators of issue 38 (`_ISSUE_38`) aim at the groups of the
+extraction before it (a parity class from a seeded generator, odd words
+even, a low bit following the parity), at words derived from others (a
+negated or complemented half, checksums per group or per set of words C
+apart), at the checks' sample (zeros outside the old one, or today's)
+and at repeats beyond it (a 4 KiB pool tiled). Some need the model's
+layout (`Generator.layout_aware`, `Generator.make`).
 
 `check_model` runs them against a phone model (any function of the
 words) and, with `releases`, also tests every released generator's
 output law against the good generator's (a two-sample test per output
 position: chi-square on discrete releases, Kolmogorov-Smirnov on
-continuous ones): a partly bad buffer whose release follows another
-channel is reported, not only a structured buffer that was released.
+continuous ones; every output position, Bonferroni-corrected): a partly
+bad buffer whose release follows another channel is reported, not only a
+structured buffer that was released.
 `check_tflite` runs a .tflite signature, `check_export` every length of
 an export; `tfdptext-audit --random_words` prints the table and exits 1
 on any row that is not as expected.
@@ -80,7 +91,10 @@ class Generator:
         rows: the rows it needs (2 for a batch whose rows share words:
             phone models take one row, so it runs on Keras models only).
         bad: for PARTIAL, bad(width) -> the positions whose words are not
-            fresh (copies count at both ends).
+            fresh (copies count at both ends); bad(width, consumed) when
+            `layout_aware`.
+        layout_aware: fill(rng, rows, width, consumed) and bad(width,
+            consumed) take the model's consumed words too (`make`).
     """
 
     name: str
@@ -90,6 +104,14 @@ class Generator:
     why: str = ""
     rows: int = 1
     bad: object = None
+    layout_aware: bool = False
+
+    def make(self, rng, rows, width, consumed=None):
+        """A buffer (int32 (rows, width)) for a model whose mechanism reads
+        `consumed` words (None: width / 2, the least mixing layout)."""
+        if not self.layout_aware:
+            return self.fill(rng, rows, width)
+        return self.fill(rng, rows, width, consumed or width // 2)
 
     @property
     def good(self):
@@ -113,8 +135,9 @@ class Generator:
         if extraction.layout(consumed).words != width:
             raise ValueError(f"`consumed` {consumed} does not give a "
                              f"buffer of {width} words.")
-        return EXACT if extraction.exact_despite(self.bad(width),
-                                                 consumed) else REFUSE
+        bad = self.bad(width, consumed) if self.layout_aware \
+            else self.bad(width)
+        return EXACT if extraction.exact_despite(bad, consumed) else REFUSE
 
 
 def _random32(rng, shape):
@@ -176,10 +199,17 @@ def _java(rng, rows, width):
                      for r in range(rows)])
 
 
-def _previous_call(rng, rows, width):
-    # An earlier call's buffer, sent again: it is a good buffer, and the
-    # model sees only this call.
-    return _os_urandom(rng, rows, width)
+def _previous_call():
+    # An earlier call's buffer, sent again (a true replay: the first call
+    # of a width draws a good buffer, every later one sends it again).
+    sent = {}
+
+    def fill(rng, rows, width):
+        key = (rows, width)
+        if key not in sent:
+            sent[key] = _os_urandom(rng, rows, width)
+        return sent[key].copy()
+    return fill
 
 
 def _half_repeated(rng, rows, width):
@@ -291,6 +321,182 @@ def _bytes_not_words(rng, rows, width):
     return words
 
 
+def _parity(parity):
+    return lambda width: list(range(parity, width, 2))
+
+
+def _seeded_parity(parity, source):
+    """Fresh words, those at positions of one parity from a generator
+    with a CONSTANT seed (the same words every call)."""
+    def fill(rng, rows, width):
+        words = _os_urandom(rng, rows, width)
+        count = len(range(parity, width, 2))
+        words[:, parity::2] = source(count)[None]
+        return words
+    return fill
+
+
+def _java_42(count):
+    return java_random.java_words(42, count)
+
+
+def _lcg_constant_seed(count):
+    state, out = 12345, np.empty(count, np.uint64)
+    for i in range(count):
+        state = (state * LCG_MULTIPLIER + LCG_INCREMENT) % 2**32
+        out[i] = state
+    return _as_words(out)
+
+
+def _odd_words_even(rng, rows, width):
+    words = _os_urandom(rng, rows, width)
+    words[:, 1::2] &= ~np.int32(1)
+    return words
+
+
+def _low_bit_parity(rng, rows, width):
+    words = _os_urandom(rng, rows, width) & ~np.int32(1)
+    return words | (np.arange(width, dtype=np.int32) % 2)[None]
+
+
+def _second_half(transform):
+    def fill(rng, rows, width):
+        words = _os_urandom(rng, rows, width)
+        half = width // 2
+        words[:, half:2 * half] = transform(words[:, :half])
+        return words
+    return fill
+
+
+def _negate(words):
+    return _as_words(np.uint64(2**32) - words.view(np.uint32).astype(
+        np.uint64))
+
+
+def _group_checksums(rng, rows, width, consumed):
+    # The last word of every group (`extraction.Layout.order`) set to
+    # minus the sum of the others: every group sums to 0.
+    lay = extraction.layout(consumed)
+    words = _os_urandom(rng, rows, width)
+    order = lay.order
+    rest = words[:, order[:-1]].view(np.uint32).astype(np.uint64).sum(
+        axis=1)
+    words[:, order[-1]] = _as_words(np.uint64(2**32) * np.uint64(lay.group)
+                                    - rest)
+    return words
+
+
+def _strided_checksums(rng, rows, width, consumed):
+    # The last C words set so that the words C apart (the extraction's
+    # groups before issue 38) sum to 0: a checksum per old group.
+    words = _os_urandom(rng, rows, width)
+    parts = words.reshape(rows, -1, consumed).view(np.uint32).astype(
+        np.uint64)
+    rest = parts[:, :-1].sum(axis=1)
+    words[:, width - consumed:] = _as_words(
+        np.uint64(2**32) * np.uint64(parts.shape[1]) - rest)
+    return words
+
+
+def _old_sample(width, consumed):
+    """The words the checks read before issue 38: all of them up to 512,
+    else blocks [0, 128) and [C - 128, C) and their partners C later."""
+    if width <= 512:
+        return np.arange(width)
+    first = np.concatenate([np.arange(128), np.arange(consumed - 128,
+                                                      consumed)])
+    return np.concatenate([first, first + consumed])
+
+
+def _zeros_outside_old_sample(share):
+    def fill(rng, rows, width, consumed):
+        words = _os_urandom(rng, rows, width)
+        outside = np.setdiff1d(np.arange(width), _old_sample(width,
+                                                             consumed))
+        zero = rng.random((rows, len(outside))) < share
+        block = words[:, outside]
+        block[zero] = 0
+        words[:, outside] = block
+        return words
+    return fill
+
+
+def _outside_old_sample(width, consumed):
+    return np.setdiff1d(np.arange(width), _old_sample(width, consumed))
+
+
+def _outside_sample(width, consumed):
+    from tfdptext.privacy import word_statistics
+
+    return np.setdiff1d(np.arange(width),
+                        word_statistics.sample(consumed).positions)
+
+
+def _zeros_outside_sample(share):
+    def fill(rng, rows, width, consumed):
+        words = _os_urandom(rng, rows, width)
+        outside = _outside_sample(width, consumed)
+        block = words[:, outside]
+        block[rng.random(block.shape) < share] = 0
+        words[:, outside] = block
+        return words
+    return fill
+
+
+def _pool_tiled(rng, rows, width):
+    # A 4 KiB pool (1024 words; half the buffer when shorter) tiled.
+    pool = min(1024, width // 2)
+    return np.tile(_os_urandom(rng, rows, pool),
+                   (1, -(-width // pool)))[:, :width]
+
+
+# Issue 38: the reviewer's buffers, each aimed at a group of the old
+# extraction (a parity class, a half) or at the old fixed sample.
+_ISSUE_38 = [
+    Generator("even_words_java_42", "fresh odd words; the even ones "
+              "java.util.Random(42).nextInt() (a constant seed: the same "
+              "every call)", _seeded_parity(0, _java_42), kind=PARTIAL,
+              bad=_parity(0)),
+    Generator("odd_words_java_42", "fresh even words; the odd ones "
+              "java.util.Random(42)", _seeded_parity(1, _java_42),
+              kind=PARTIAL, bad=_parity(1)),
+    Generator("even_words_lcg_constant_seed", "fresh odd words; the even "
+              "ones a 32-bit LCG with a constant seed",
+              _seeded_parity(0, _lcg_constant_seed), kind=PARTIAL,
+              bad=_parity(0)),
+    Generator("odd_words_even", "fresh words, those at odd positions with "
+              "bit 0 clear", _odd_words_even, kind=PARTIAL, bad=_parity(1)),
+    Generator("low_bit_follows_parity", "fresh words whose bit 0 is the "
+              "position's parity", _low_bit_parity),
+    Generator("second_half_negated", "the second half minus the first",
+              _second_half(_negate)),
+    Generator("second_half_complemented", "the second half the first's "
+              "bitwise complement", _second_half(lambda w: ~w)),
+    Generator("group_checksums", "fresh words, the last word of every "
+              "extraction group minus the sum of the others (a checksum "
+              "per group)", _group_checksums, layout_aware=True),
+    Generator("strided_checksums", "fresh words, the last C set so that "
+              "the words C apart sum to 0 (checksums for the extraction's "
+              "groups before issue 38)", _strided_checksums,
+              layout_aware=True),
+    Generator("zeros_outside_old_sample_98", "fresh words, 98% of those "
+              "outside the checks' old fixed sample set to 0",
+              _zeros_outside_old_sample(0.98), kind=PARTIAL,
+              layout_aware=True, bad=_outside_old_sample),
+    Generator("zeros_outside_old_sample_83", "fresh words, 83% of those "
+              "outside the old fixed sample set to 0",
+              _zeros_outside_old_sample(0.83), kind=PARTIAL,
+              layout_aware=True, bad=_outside_old_sample),
+    Generator("zeros_outside_sample_98", "fresh words, 98% of those "
+              "outside the checks' sample set to 0",
+              _zeros_outside_sample(0.98), kind=PARTIAL, layout_aware=True,
+              bad=_outside_sample),
+    Generator("pool_4k_tiled", "a pool of 1024 fresh words (4 KiB; half "
+              "the buffer when shorter) tiled over the buffer",
+              _pool_tiled),
+]
+
+
 _PARTIAL_RUNS = [
     Generator(f"first_{k}_zero", f"fresh words, the first {k} set to 0",
               _zero_at(_first(k)), kind=PARTIAL, bad=_first(k))
@@ -322,7 +528,8 @@ GENERATORS = {g.name: g for g in [
               "predictable from the seed, which the clock gives away "
               "(tfdptext.audit.java_random finds it from one release)"),
     Generator("previous_call", "a good buffer already sent with an earlier "
-              "call", _previous_call, kind=UNCATCHABLE,
+              "call (the same buffer every call)", _previous_call(),
+              kind=UNCATCHABLE,
               why="each call is checked alone: the model keeps no memory "
               "of earlier buffers"),
     Generator("half_repeated", "the first half of the buffer copied into "
@@ -378,7 +585,7 @@ GENERATORS = {g.name: g for g in [
                                              for i in range(3)]),
     Generator("rows_identical", "a batch of 2 rows with the same words",
               _rows_identical, rows=2),
-] + _PARTIAL_RUNS}
+] + _ISSUE_38 + _PARTIAL_RUNS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -430,9 +637,10 @@ def refused(release):
     return bool((~np.isfinite(release)).any())
 
 
-def channel_p_value(reference, releases, max_positions=16):
+def channel_p_value(reference, releases, max_positions=None):
     """The smallest Bonferroni-corrected p-value of two-sample tests,
-    one per output position (the first `max_positions`), between the
+    one per output position (every one; the first `max_positions` when
+    given), between the
     releases of good buffers (`reference`, (n, ...)) and others
     (`releases`, (m, ...)): chi-square homogeneity on integer releases,
     Kolmogorov-Smirnov on float ones. 1.0 when they agree in law."""
@@ -440,7 +648,8 @@ def channel_p_value(reference, releases, max_positions=16):
 
     reference = np.asarray(reference).reshape(len(reference), -1)
     releases = np.asarray(releases).reshape(len(releases), -1)
-    positions = min(reference.shape[1], max_positions)
+    positions = reference.shape[1] if max_positions is None else min(
+        reference.shape[1], max_positions)
     smallest = 1.0
     for i in range(positions):
         a, b = reference[:, i], releases[:, i]
@@ -493,11 +702,12 @@ def check_model(run, width, generators=None, buffers=1, seed=0,
         generator = GENERATORS[name]
         count = 0
         for _ in range(buffers):
-            words = generator.fill(rng, generator.rows, width)
+            words = generator.make(rng, generator.rows, width, consumed)
             count += refused(run(words))
         p = None
         if releases and not generator.good and generator.rows == 1:
-            outputs = [np.asarray(run(generator.fill(rng, 1, width)))
+            outputs = [np.asarray(run(generator.make(rng, 1, width,
+                                                     consumed)))
                        for _ in range(releases)]
             kept = [o for o in outputs if not refused(o)]
             if len(kept) >= max(20, releases // 4):

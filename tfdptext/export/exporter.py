@@ -81,6 +81,7 @@ from tfdptext.models import split_spec
 from tfdptext.privacy import extraction
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import randomness
+from tfdptext.privacy import words_contract
 from tfdptext.version import __version__
 
 # Importing registers the custom layers with Keras' deserializer.
@@ -451,37 +452,8 @@ def _randomness_contract(phone, noise_source):
         "dtype": "int32",
         "words": count,
         "bytes": 4 * count,
-        "fill": ("for every call, fill all the words with fresh bytes from "
-                 "the platform's cryptographically secure generator "
-                 "(Android: SecureRandom.nextBytes; iOS: "
-                 "SecRandomCopyBytes; web: crypto.getRandomValues, at most "
-                 "65,536 bytes per call); never reuse or derive them"),
         "extraction": lay.to_dict(),
-        "partial_buffers": (
-            f"each word the mechanism reads is the sum modulo 2^32 of "
-            f"{lay.group} words {lay.consumed} apart, so a release follows "
-            "the stated channel exactly as long as every such group holds "
-            "one fresh word: any "
-            f"{lay.group - 1} bad word(s) anywhere, or any run of up to "
-            f"{extraction.longest_harmless_run(lay.consumed)} consecutive "
-            "bad words (a header, an index off by one, zeros at the start "
-            "or the end), cannot change it"),
-        "checks": ("the model makes its release unusable (all NaN; token "
-                   "ids all -1) when a sample of the words shows a defect "
-                   "that mixing cannot undo: a stuck bit at any of the 32 "
-                   "positions, an unfilled or mostly unfilled buffer, a "
-                   "constant, a counter or arithmetic progression, an LCG, "
-                   "low or high bytes too even or too repetitive, repeated "
-                   "words, a word equal to its partner half a buffer away "
-                   "(false alarm below 2^-40 for good words; "
-                   "tfdptext.privacy.word_statistics); the server refuses "
-                   "such releases: discard it and call again with fresh "
-                   "words"),
-        "not_detectable": ("a predictable generator whose output looks "
-                           "uniform (java.util.Random or any seeded PRNG: "
-                           "the seed, e.g. the time, gives the noise away), "
-                           "and reuse of a buffer across calls: no check "
-                           "inside the model can see either"),
+        **words_contract.contract(lay.consumed),
     }
 
 

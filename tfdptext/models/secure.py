@@ -81,11 +81,11 @@ def uniforms_from_words(words):
     return sampling.uniforms_from_words(words)
 
 
-def words_look_random(words, consumed):
+def words_look_random(words, consumed, used=None):
     """A scalar boolean: whether the call's random words, mixed into
     `consumed` words, pass the checks (module docstring); the
     repeated-word check runs over the whole batch."""
-    return word_checks.words_look_random(words, consumed)
+    return word_checks.words_look_random(words, consumed, used)
 
 
 def find_layers(user):
@@ -139,8 +139,8 @@ class _RandomWordsNoise(keras.layers.Layer):
 
     def call(self, features, random_words):
         words = tf.cast(random_words, tf.int32)
-        ok = words_look_random(words, self.consumed)
         used = word_checks.extract(words, self.consumed)
+        ok = words_look_random(words, self.consumed, used)
         sizes = [n for n in (self.dropout_words, self.noise_words) if n]
         parts = _split_words(used, sizes)
         if self.dropout_words:
@@ -180,7 +180,8 @@ class _CheckedPrivatizer(keras.layers.Layer):
         consumed = int(np.prod(shape))
         used = word_checks.extract(words, consumed)
         value = self.privatizer.apply(inputs, tf.reshape(used, [-1, *shape]))
-        return _unusable_unless(words_look_random(words, consumed), value)
+        return _unusable_unless(words_look_random(words, consumed, used),
+                                value)
 
     def compute_output_spec(self, inputs, words):
         integer = "int" in str(inputs.dtype)

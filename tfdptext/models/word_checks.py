@@ -4,24 +4,30 @@ A phone model (and `SecureUserSide`) takes N = g C int32 `random_words`
 per row and does two things with them before releasing anything:
 
 - `extract(words, consumed)`: the C words its mechanism reads, each the
-  sum modulo 2^32 of g words C apart (`tfdptext.privacy.extraction`): a
-  release is exact whenever every group holds one fresh word, so a few
-  bad words (or a bad run up to half the buffer) cannot choose it.
+  sum modulo 2^32 of the g words of its group, one per block of C, the
+  blocks rotated by public shifts (`tfdptext.privacy.extraction`): a
+  release is exact whenever every group holds one fresh word independent
+  of the bad ones, so a few bad words, the first or last (g - 1) C, or
+  every word of one parity, cannot choose it.
 - `words_look_random(words, consumed)`: the checks of
-  `tfdptext.privacy.word_statistics` on a fixed sample of each row (the
+  `tfdptext.privacy.word_statistics`: on a fixed sample of each row (the
   32 bit counts and the four byte-collision counts of the sampled words;
-  for g = 2 the sampled words equal to their partner C later and the bit
-  counts of the consumed words the mechanism reads; the repeated words
-  over the whole call): one verdict for the whole call; when any row, or
-  the call, fails, every row's release is unusable.
+  the sampled words equal to their partner half a buffer later and the
+  bit counts of the pairs' sums; the bit counts of the XOR of sampled
+  neighbours 1 and 2 apart; the zeros among the sums of the words C
+  apart), on every word through the zeros of the consumed words, and the
+  repeated sampled
+  words over the whole call: one verdict for the whole call; when any
+  row, or the call, fails, every row's release is unusable.
 
-Ops: SPLIT and ADD (g = 2) or SUM (g > 2) for the extraction, which TFLite
-computes modulo 2^32 like TensorFlow (tested, `tests/test_extraction.py`);
-GATHER (the sample), BITCAST (the words' bytes), FLOOR_MOD and SUB (byte
-steps), UNSORTED_SEGMENT_SUM (byte histograms), a small matrix product
-(bit counts from the byte histograms), TOPK_V2 (one sort of the call's
-sampled words); with a dynamic batch (SecureUserSide) also LOG for the
-repeat limit, which then depends on the number of rows.
+Ops: SPLIT, CONCATENATION and ADD (g = 2) or GATHER and SUM (g > 2) for
+the extraction, which TFLite computes modulo 2^32 like TensorFlow
+(tested, `tests/test_extraction.py`); GATHER (the sample), BITCAST (the
+words' bytes), FLOOR_MOD and SUB (byte steps), UNSORTED_SEGMENT_SUM (byte
+histograms, bucket counts), a small matrix product (bit counts from the
+byte histograms), BITWISE_XOR (neighbours), EQUAL (zeros), TOPK_V2 (one sort of the call's sampled words); with a dynamic
+batch (SecureUserSide) also LOG for the repeat limit, which then depends
+on the number of rows.
 """
 
 import math
@@ -43,7 +49,8 @@ _KINDS = len(ws.COLLISION_TESTS)
 def extract(words, consumed):
     """(rows, C) int32: the words a mechanism reads, from (rows, N) int32
     random words with N = `extraction.layout(C).words`: word j is the sum
-    modulo 2^32 of words j, j + C, ..., j + (g - 1) C.
+    modulo 2^32 of the words p(0, j), ..., p(g - 1, j) of its group
+    (`extraction.Layout.order`).
 
     Raises ValueError when the static row length is not N.
     """
@@ -54,16 +61,25 @@ def extract(words, consumed):
                          f"{consumed} consumed words, received shape "
                          f"{tuple(words.shape)}.")
     words = tf.cast(words, tf.int32)
+    c = lay.consumed
     if lay.group == 2:
-        # SPLIT + ADD: a strided slice of a long buffer costs 5-10 times
-        # as much in TFLite (docs/benchmarks.md).
+        # SPLIT + ADD, the second half rotated by one word for C even
+        # (SPLIT_V + CONCATENATION): a strided slice or a GATHER of a
+        # long buffer costs 5-10 times as much in TFLite
+        # (docs/benchmarks.md).
         first, second = tf.split(words, 2, axis=-1)
+        if lay.shifts[1]:
+            rest, last = tf.split(second, [c - 1, 1], axis=-1)
+            second = tf.concat([last, rest], axis=-1)
         return first + second
-    return tf.reduce_sum(tf.reshape(words, [-1, lay.group, consumed]),
-                         axis=1)
+    if any(lay.shifts):
+        # At most 256 words (g > 2 means C < 64): one GATHER.
+        words = tf.gather(words, lay.order.reshape(-1).astype(np.int32),
+                          axis=1)
+    return tf.reduce_sum(tf.reshape(words, [-1, lay.group, c]), axis=1)
 
 
-def words_look_random(words, consumed):
+def words_look_random(words, consumed, used=None):
     """A scalar boolean: whether the call's words pass (one verdict for
     every row of the call; it broadcasts against a batch of releases).
 
@@ -71,6 +87,8 @@ def words_look_random(words, consumed):
         words: int32 (batch, N), N = `extraction.layout(consumed).words`
             (static).
         consumed: C, the words the mechanism reads.
+        used: `extract(words, consumed)` when the caller has it (else it
+            is computed again).
 
     Each statistic passes when low < value < high; the margins
     min(value - low, high - value) of every statistic of every row and
@@ -80,8 +98,76 @@ def words_look_random(words, consumed):
     words = tf.cast(words, tf.int32)
     sample = sampled_words(words, consumed)
     values, lows, highs = _row_statistics(sample, consumed)
+    extra, extra_lows, extra_highs = _buffer_statistics(
+        words, consumed, sample, used)
+    values = tf.concat([values, extra], axis=-1)
+    lows = np.concatenate([lows, extra_lows])
+    highs = np.concatenate([highs, extra_highs])
     margin = tf.reduce_min(tf.minimum(values - lows, highs - values))
     return tf.minimum(margin, _repeat_margin(sample)) > 0.0
+
+
+def _buffer_columns(consumed):
+    """{check name: its column in `_buffer_statistics`' values}."""
+    return {"strided_sum_zeros": [0], "consumed_zeros": [1]}
+
+
+def _buffer_statistics(words, consumed, sample, used=None):
+    """((batch, 2) float32, lows, highs): the zero counts of issue 38, in
+    `_buffer_columns` order (`tfdptext.privacy.word_statistics`):
+
+    - `strided_sum_zeros`: the zeros among the sums of the words C apart
+      (g = 2: of the sampled pairs; the extraction before issue 38, which
+      apps could have cancelled with checksums or a negated half);
+    - `consumed_zeros`: the zeros among all C consumed words (groups
+      cancelled by checksums; a buffer mostly zero anywhere).
+
+    Ops: EQUAL and SUM (SUM over g words C apart when g > 2).
+    """
+    limits = ws.row_limits(consumed)
+    lay = extraction.layout(consumed)
+    if used is None:
+        used = extract(words, consumed)
+    if lay.group == 2:
+        first, second = tf.split(sample, 2, axis=-1)
+        strided = first + second
+    else:
+        strided = tf.reduce_sum(tf.reshape(words, [-1, lay.group, consumed]),
+                                axis=1)
+    values = tf.concat([_zeros(strided), _zeros(used)], axis=-1)
+    highs = np.array([limits.strided_sum_zeros[1],
+                      limits.consumed_zeros[1]], np.float32)
+    return values, np.array([-1.0, -1.0], np.float32), highs
+
+
+def _zeros(values):
+    """(batch, 1) float32: the zeros of each row."""
+    return tf.reduce_sum(tf.cast(tf.equal(values, 0), tf.float32), axis=-1,
+                         keepdims=True)
+
+
+def buffer_statistics(words, consumed, used=None):
+    """{check name: float32 (batch, k) or (batch,)}: the values of the
+    checks of `_buffer_statistics` (for tests and reports)."""
+    words = tf.cast(words, tf.int32)
+    sample = sampled_words(words, consumed)
+    values, _, _ = _buffer_statistics(words, consumed, sample, used)
+    out = {}
+    for name, columns in _buffer_columns(consumed).items():
+        value = tf.gather(values, columns, axis=1)
+        out[name] = value if len(columns) > 1 else value[:, 0]
+    return out
+
+
+def buffer_verdicts(words, consumed, used=None):
+    """{check name: (batch,) booleans, True where the row passes} for the
+    checks of `_buffer_statistics` (for tests and reports)."""
+    words = tf.cast(words, tf.int32)
+    sample = sampled_words(words, consumed)
+    values, lows, highs = _buffer_statistics(words, consumed, sample, used)
+    ok = tf.logical_and(tf.greater(values, lows), tf.less(values, highs))
+    return {name: _all_along(tf.gather(ok, columns, axis=1))
+            for name, columns in _buffer_columns(consumed).items()}
 
 
 def sampled_words(words, consumed):
@@ -111,7 +197,7 @@ def row_verdicts(words, consumed, sample=None):
 def row_statistics(words, consumed, sample=None):
     """{check name: float32}: `bits` (batch, 32), the count of ones at
     each bit position among the sampled words; the collision counts
-    (batch,); for g = 2, `partner_repeats` (batch,) and `consumed_bits`
+    (batch,); `partner_repeats` (batch,) and `half_sum_bits`
     (batch, 32) (`tfdptext.privacy.word_statistics`)."""
     if sample is None:
         sample = sampled_words(words, consumed)
@@ -126,8 +212,8 @@ def row_statistics(words, consumed, sample=None):
 def _columns(consumed):
     """{check name: its columns in `_row_statistics`' values}."""
     names = ["bits"] * ws.NUM_BITS
-    if ws.sample(consumed).partners is not None:
-        names += ["consumed_bits"] * ws.NUM_BITS + ["partner_repeats"]
+    names += ["half_sum_bits"] * ws.NUM_BITS
+    names += ["neighbour_bits"] * (2 * ws.NUM_BITS) + ["partner_repeats"]
     names += list(ws.COLLISION_TESTS)
     out = {}
     for i, name in enumerate(names):
@@ -163,16 +249,19 @@ def _row_statistics(sample, consumed):
     blocks = taken.size // ws.BLOCK
     static_rows = sample.shape[0]
     rows = static_rows if static_rows is not None else tf.shape(sample)[0]
-    sources = [sample]
-    extra = []
-    if taken.partners is not None:
-        first, second = tf.split(sample, 2, axis=-1)
-        sources.append(first + second)
-        extra.append(tf.reduce_sum(
-            tf.cast(tf.equal(first, second), tf.float32), axis=-1,
-            keepdims=True))
+    first, second = tf.split(sample, 2, axis=-1)
+    # The sampled words, the pairs' sums, and the XOR of sampled words 1
+    # and 2 apart (S - 2 of each): their bit counts come from the same
+    # byte histograms.
+    size = taken.size
+    sources = [sample, first + second,
+               tf.bitwise.bitwise_xor(sample[:, 1:size - 1],
+                                      sample[:, :size - 2]),
+               tf.bitwise.bitwise_xor(sample[:, 2:], sample[:, :size - 2])]
+    extra = [tf.reduce_sum(tf.cast(tf.equal(first, second), tf.float32),
+                           axis=-1, keepdims=True)]
     widths = [int(x.shape[-1]) for x in sources]
-    joined = tf.concat(sources, axis=-1) if len(sources) > 1 else sample
+    joined = tf.concat(sources, axis=-1)
     # The four bytes of every word, low byte first: (batch, n, 4).
     planes = tf.cast(tf.bitcast(joined, tf.uint8), tf.int32)
     source_index = np.concatenate([np.full(w, i)

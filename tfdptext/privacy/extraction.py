@@ -5,41 +5,57 @@ release.
 A mechanism reads C int32 words per release (its "consumed" words: two
 for a code release, four per coordinate of a Laplace release, 768 per
 token of 384-d d_chi noise, plus one per position for word dropout). The
-phone model takes g times as many, N = g C (`Layout`), and the word j it
-hands the mechanism is the sum of the words at j, j + C, ..., j + (g-1) C,
-modulo 2^32:
+phone model takes g times as many, N = g C (`Layout`), cut into g blocks
+of C words, and the word j it hands the mechanism is the sum modulo 2^32
+of one word of each block, the words of group j:
 
-    v_j = (w_j + w_{j+C} + ... + w_{j+(g-1)C}) mod 2^32.
+    v_j = (w[p(0, j)] + w[p(1, j)] + ... + w[p(g - 1, j)]) mod 2^32,
+    p(i, j) = i C + ((j + s_i) mod C),
+
+block i rotated by a public shift s_i (`block_shifts`): s_i = 0 when C
+is odd; -i mod C when C is even and at least 4 (so g = 2 pairs w[j] with
+w[C + j - 1], and w[0] with w[N - 1]); the Thue-Morse bit of i (the
+parity of its binary digits) when C = 2.
 
 The fact it rests on: if X is uniform on the integers modulo 2^32 and
 independent of Y, then X + Y mod 2^32 is uniform and independent of Y,
-whatever Y's law. So if each group {j, j + C, ..., j + (g-1)C} holds one
-word that is uniform and used nowhere else in the call ("fresh"), the
-consumed words v are independent and uniform: the release follows the
-mechanism's stated channel EXACTLY, whatever the other words hold. In
-particular (`exact_despite`):
+whatever Y's law. So if each group holds one word that is uniform and
+used nowhere else in the call ("fresh"), and the other words ("bad")
+are independent of the fresh ones, the consumed words v are independent
+and uniform: the release follows the mechanism's stated channel EXACTLY,
+whatever the bad words hold. Bad words DERIVED from fresh ones (a copy,
+a negation, a checksum) are not covered: they can cancel a fresh word.
+In particular (`exact_despite`, `longest_harmless_run`):
 
 - any g - 1 bad words anywhere (a header word, an index off by one,
   a word overwritten by mistake, the first or the last few words zero or
   constant);
-- any run of at most N - C = (g - 1) C consecutive bad words (a partial
-  fill that covers at least the first C words, or leaves the first C
-  words stale; a buffer half copied), because a run of R consecutive
-  positions meets each group at most ceil(R / C) times.
+- the first or the last (g - 1) C words (`longest_harmless_edge`): a
+  partial fill, or the start of the buffer left stale;
+- any run of `longest_harmless_run` consecutive bad words ((g - 1)
+  (C - 1) when C is even and at least 4: C - 1 for g = 2);
+- every word at an even position, or every word at an odd one (a
+  generator interleaved with another, 64-bit values split in two): the
+  shifts put words of both parities in every group (C even: s_i changes
+  parity from one block to the next; C odd: the blocks alternate), and
+  for C = 2 every group meets every residue class modulo 2^k for
+  2^k <= N / 2 (Thue-Morse). The plain rule p(i, j) = i C + j (before
+  issue 38) put all even words in one group of a code release, and with
+  g = 2 and C even paired even words with even words.
 
 g is at least 2 (`MIN_GROUP`), a power of two, and large enough that N
 is at least `MIN_WORDS`, so short buffers (a code release reads 2 words:
 g = 64, N = 128) are mixed the most.
 
 What extraction cannot fix, and what the checks in the model are for
-(`tfdptext.privacy.word_statistics`): a defect shared by most of the
-buffer. A stuck bit in every word survives the sum (even + even is
-even); a counter, an LCG, a constant or an unfilled buffer leaves every
-group without a fresh word. These are global, so the checks look at a
-fixed sample of the buffer. And nothing inside the model can see a
-predictable generator (java.util.Random seeded with the time) or a buffer
-reused from an earlier call: those break the contract, which is fresh
-words from the platform's secure generator for every call.
+(`tfdptext.privacy.word_statistics`): a defect shared by every word (a
+stuck bit, or a bit that follows the position: the low bit of a sum is
+the XOR of the low bits), a buffer mostly empty, constant or tiled, and
+words derived from others (a negated or complemented half, checksums).
+And nothing inside the model can see a predictable generator (java.util.
+Random seeded with the time) or a buffer reused from an earlier call:
+those break the contract, which is fresh words from the platform's
+secure generator for every call.
 
 Candidates compared before this choice (docs/benchmarks.md, "Random words:
 extraction and checks"): XOR instead of the sum (the same guarantee,
@@ -65,6 +81,30 @@ MIN_WORDS = 128
 _MASK = 0xFFFFFFFF
 
 
+def thue_morse(i):
+    """The parity of the number of ones in i's binary digits.
+
+    Example:
+    >>> [thue_morse(i) for i in range(8)]
+    [0, 1, 1, 0, 1, 0, 0, 1]
+    """
+    return bin(int(i)).count("1") % 2
+
+
+def block_shifts(consumed, group):
+    """The public shifts s_0 .. s_{g-1} of the blocks (module docstring).
+
+    Example:
+    >>> block_shifts(2, 8), block_shifts(1536, 2), block_shifts(3, 4)
+    ([0, 1, 1, 0, 1, 0, 0, 1], [0, 1535], [0, 0, 0, 0])
+    """
+    if consumed % 2:
+        return [0] * group
+    if consumed == 2:
+        return [thue_morse(i) for i in range(group)]
+    return [(-i) % consumed for i in range(group)]
+
+
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """How N random words become the C words a mechanism reads.
@@ -82,17 +122,37 @@ class Layout:
     def words(self):
         return self.consumed * self.group
 
+    @property
+    def shifts(self):
+        return block_shifts(self.consumed, self.group)
+
+    @property
+    def order(self):
+        """numpy int64 (g, C): order[i, j] = p(i, j), the word of block i
+        summed into consumed word j."""
+        c = self.consumed
+        j = np.arange(c)
+        return np.stack([i * c + (j + s) % c
+                         for i, s in enumerate(self.shifts)])
+
     def positions(self, j):
         """The buffer positions summed into consumed word j."""
-        return [j + i * self.consumed for i in range(self.group)]
+        return [int(p) for p in self.order[:, j]]
 
     def to_dict(self):
-        return {"consumed": self.consumed, "group": self.group,
-                "words": self.words,
-                "rule": (f"word j (0 <= j < {self.consumed}) that the "
-                         "mechanism reads = (w[j] + w[j + C] + ... + "
-                         f"w[j + {self.group - 1} C]) mod 2^32, C = "
-                         f"{self.consumed}")}
+        c, g = self.consumed, self.group
+        if c % 2:
+            shift = "s_i = 0"
+        elif c == 2:
+            shift = ("s_i = the parity of the number of ones in i's binary "
+                     "digits (Thue-Morse)")
+        else:
+            shift = f"s_i = (-i) mod {c}"
+        return {"consumed": c, "group": g, "words": self.words,
+                "rule": (f"word j (0 <= j < {c}) that the mechanism reads "
+                         f"= (w[p(0, j)] + ... + w[p({g - 1}, j)]) mod "
+                         f"2^32, p(i, j) = i * {c} + ((j + s_i) mod {c}), "
+                         f"{shift}")}
 
 
 def layout(consumed):
@@ -122,17 +182,17 @@ def extract(words, consumed):
         raise ArgumentError(
             f"`words` must have {lay.words} words on its last axis for "
             f"{consumed} consumed words, received shape {words.shape}.")
-    parts = words.astype(np.int64).reshape(*words.shape[:-1], lay.group,
-                                           consumed) & _MASK
+    parts = words[..., lay.order].astype(np.int64) & _MASK
     total = parts.sum(axis=-2) & _MASK
     return total.astype(np.uint32).view(np.int32)
 
 
 def buffer_for(consumed_words, others):
     """A buffer whose extraction is `consumed_words` (int32, (..., C)):
-    the words at j + C, ..., j + (g - 1) C are taken from `others`
-    (int32, (..., (g - 1) C), e.g. fresh random words) and the word at j
-    is chosen so that the group sums to consumed word j. For tests and
+    the words of blocks 1 .. g - 1 are taken from `others` (int32,
+    (..., (g - 1) C), e.g. fresh random words, in the order of the
+    groups: `Layout.order`) and the word of block 0 (at j) is chosen so
+    that the group sums to consumed word j. For tests and
     audits that need two models, or two buffers, to read the same
     consumed words.
 
@@ -153,9 +213,10 @@ def buffer_for(consumed_words, others):
     rest = others.astype(np.int64).reshape(
         *others.shape[:-1], lay.group - 1, consumed) & _MASK
     first = (consumed_words.astype(np.int64) - rest.sum(axis=-2)) & _MASK
-    words = np.concatenate([first[..., None, :], rest], axis=-2)
-    return words.reshape(*consumed_words.shape[:-1], lay.words).astype(
-        np.uint32).view(np.int32)
+    blocks = np.concatenate([first[..., None, :], rest], axis=-2)
+    words = np.zeros(consumed_words.shape[:-1] + (lay.words,), np.int64)
+    words[..., lay.order] = blocks
+    return words.astype(np.uint32).view(np.int32)
 
 
 def exact_despite(bad_positions, consumed):
@@ -169,6 +230,10 @@ def exact_despite(bad_positions, consumed):
     >>> exact_despite(range(16), 2)          # first 16 words zero
     True
     >>> exact_despite(range(0, 128, 2), 2)   # every even word bad
+    True
+    >>> exact_despite(range(64), 2)          # the whole first half
+    True
+    >>> exact_despite(layout(2).positions(0), 2)   # a whole group
     False
     """
     lay = layout(consumed)
@@ -179,16 +244,33 @@ def exact_despite(bad_positions, consumed):
             raise ArgumentError(f"`bad_positions` must lie in [0, "
                                 f"{lay.words}), received {p}.")
         bad[p] = True
-    return bool((~bad.reshape(lay.group, consumed)).any(axis=0).all())
+    return bool((~bad[lay.order]).any(axis=0).all())
 
 
 def longest_harmless_run(consumed):
     """The longest run of consecutive bad words that always leaves the
-    release exact: (g - 1) C.
+    release exact: one less than the shortest span max p(., j) - min
+    p(., j) + 1 of a group: (g - 1)(C - 1) when C is even and at least
+    4 (C - 1 for g = 2), (g - 1) C when C is odd or 2.
 
     Example:
-    >>> longest_harmless_run(1536)
-    1536
+    >>> longest_harmless_run(1536), longest_harmless_run(2)
+    (1535, 126)
+    """
+    order = layout(consumed).order
+    return int((order.max(axis=0) - order.min(axis=0)).min())
+
+
+def longest_harmless_edge(consumed):
+    """The most words at the start, or at the end, of the buffer that
+    may be bad with the release exact: (g - 1) C (every group has a word
+    in the last block and one in the first).
+
+    Example:
+    >>> longest_harmless_edge(1536), longest_harmless_edge(2)
+    (1536, 126)
     """
     lay = layout(consumed)
-    return (lay.group - 1) * lay.consumed
+    order = lay.order
+    return int(min(order.max(axis=0).min(),
+                   lay.words - 1 - order.min(axis=0).max()))

@@ -18,12 +18,13 @@ longer one has g = 2 (C > 256): the checks read the groups of
 `CONSUMED_BLOCKS` blocks of 128 consumed words spread over [0, C) (the
 first at 0, the last ending at C): the block's words in the first half
 of the buffer and their partners C later, 2 x 128 x CONSUMED_BLOCKS raw
-words in all. A defect that could change a release must leave some
-group without a fresh word: it covers at least half of the buffer's
-words in the aligned pattern (`extraction.exact_despite`), ties a word to
-its partner, or is a flaw of the generator itself (every word); most of
-the sample shows the first and the last, and the partner tests see the
-second. The cost is then fixed, whatever N (docs/benchmarks.md).
+words in all; the second block starts at the largest power of two 2^k
+with 2^k + 128 <= C, so that a pool of a power-of-two size up to 2^k
+words tiled over the buffer (a 4 KiB pool: 1,024 words) repeats the
+first block's words there. The sampled checks' cost is then fixed,
+whatever N (docs/benchmarks.md). What a fixed sample cannot see (issue
+38: a buffer 98% zeros outside it) shows in the zeros of the consumed
+words, which every word reaches (11 below: one cheap pass over C words).
 
 The checks (the low and high bytes are w mod 256 and (w >> 24) mod 256):
 
@@ -52,19 +53,41 @@ Per row, on its sampled words:
 4. `high_byte_collisions`, 5. `high_byte_step_collisions`: 2 and 3 on
    the high bytes.
 
-Per row, on the sampled groups, when g = 2 (C >= 64; with g > 2 the
-buffer has at most 256 words, all read by 1 to 5 and by 8):
+Per row, on the sampled pairs (j, j + N/2) (N/2 = C when g = 2):
 
 6. `partner_repeats`: sampled positions j whose word equals its partner
-   w_{j+C} (then the consumed word is 2 w_j: even). For good words each
-   pair is equal with probability 2^-32 independently, so P(R >= r) <=
-   C(P, r) 2^{-32 r} for P sampled pairs; fails from the smallest r
-   with that bound below the share (2 for P <= 512). Catches the second
-   half of the buffer copied from the first, even in a few words.
-7. `consumed_bits`: 1 on the consumed words v_j = w_j + w_{j+C} mod 2^32
-   of the sampled groups: what the mechanism reads. A defect that ties
-   the halves (the second half the first negated, or equal to it plus a
-   constant) shows here, where each half alone looks random.
+   w_{j+N/2}. For good words each pair is equal with probability 2^-32
+   independently, so P(R >= r) <= C(P, r) 2^{-32 r} for P sampled
+   pairs; fails from the smallest r with that bound below the share (2
+   for P <= 512). Catches the second half of the buffer copied from the
+   first, even in a few words.
+7. `half_sum_bits`: 1 on the sums w_j + w_{j+N/2} mod 2^32 of the
+   sampled pairs. A defect that ties the halves (the second half the
+   first negated, complemented, or equal to it plus a constant) shows
+   here, where each half alone looks random.
+
+Per row, the checks of issue 38 (`BUFFER_TESTS`):
+
+9. `neighbour_bits`: 1 on the XOR of sampled words 1 apart, and on the
+   XOR of sampled words 2 apart, S - 2 of each (from the same byte
+   histograms as 1; for good words i.i.d. uniform: the map
+   from the words to (x_0, x_1, differences) is a bijection). A bit that
+   follows the position's parity (or its position modulo 4) survives
+   every sum (the low bit of a sum is the XOR of the low bits) and
+   passes 1 (half the words have it set); here it is stuck.
+10. `strided_sum_zeros`: the zeros among the sums of the words C apart
+   (the extraction's groups before issue 38, which an app could have
+   cancelled by checksums or a negated half; for g = 2 the sampled
+   pairs' sums). Fails from the smallest r with C(n, r) 2^{-32 r} below
+   the share (`partner_repeat_limit`: 2 for n <= 512).
+11. `consumed_zeros`: the same on all C consumed words (r = 2 for
+   C <= 256, 3 up to about 2^17). Catches groups cancelled by a checksum
+   per group, and a buffer mostly zero anywhere (a consumed word is 0
+   when its group's words are). Costlier alternatives measured and left
+   out (docs/benchmarks.md): the empty buckets of all words' low bits
+   (catches any tile and any mostly constant buffer), whose
+   UNSORTED_SEGMENT_SUM over the words costs several times the whole
+   check in TFLite.
 
 Over the whole call (every row's sample flattened into one list of M
 words: a batch whose rows share words must fail):
@@ -89,9 +112,10 @@ partner tests see the one alignment that does).
 
 False alarm (union bound): `bits` gets 2^-42 (2^-48 for each side of
 each of the 32 counts), each of the four collision tests 2^-44,
-`partner_repeats` and `consumed_bits` 2^-43 each, and `word_repeats`
-2^-42: one call of one row fails with probability at most 4 x 2^-42 =
-2^-40, a batch of B rows at most (3 B + 1) 2^-42. The limits use the exact law of each statistic (binomial tails
+`partner_repeats` and `half_sum_bits` 2^-44 each, each of 9 to 12
+2^-46, and `word_repeats` 2^-42: one call of one row fails with
+probability at most 3.75 x 2^-42 < 2^-40, a batch of B rows at most
+(2.75 B + 1) 2^-42. The limits use the exact law of each statistic (binomial tails
 summed exactly, the collision law by dynamic programming), not a normal
 approximation. Checked by simulation in `benchmarks/random_words_check.py`
 (docs/benchmarks.md).
@@ -121,14 +145,17 @@ FALSE_ALARM = randomness.FALSE_ALARM
 # Shares of the false alarm (module docstring).
 BITS_FALSE_ALARM = FALSE_ALARM / 4
 COLLISION_FALSE_ALARM = FALSE_ALARM / 16
-PARTNER_FALSE_ALARM = FALSE_ALARM / 8
+PARTNER_FALSE_ALARM = FALSE_ALARM / 16
 WORD_REPEATS_FALSE_ALARM = FALSE_ALARM / 4
+# Each of the four whole-buffer checks (issue 38).
+BUFFER_FALSE_ALARM = FALSE_ALARM / 64
 NUM_BITS = 32
 
 COLLISION_TESTS = ("low_byte_collisions", "low_byte_step_collisions",
                    "high_byte_collisions", "high_byte_step_collisions")
-PARTNER_TESTS = ("partner_repeats", "consumed_bits")
-ROW_TESTS = ("bits",) + COLLISION_TESTS + PARTNER_TESTS
+PARTNER_TESTS = ("partner_repeats", "half_sum_bits")
+BUFFER_TESTS = ("neighbour_bits", "strided_sum_zeros", "consumed_zeros")
+ROW_TESTS = ("bits",) + COLLISION_TESTS + PARTNER_TESTS + BUFFER_TESTS
 CALL_TESTS = ("word_repeats",)
 TESTS = ROW_TESTS + CALL_TESTS
 
@@ -156,8 +183,8 @@ class Sample:
         consumed: C, the words the mechanism reads.
         positions: the raw words read (numpy int32, increasing; for g = 2
             and N > SAMPLE_WORDS, the groups of `partners[0]`).
-        partners: for g = 2, (j, j + C) for the sampled consumed
-            positions j (two numpy int32 arrays), else None.
+        partners: (j, j + N / 2) for the sampled positions j of the
+            buffer's first half (two numpy int32 arrays; for g = 2, j + C).
     """
 
     words: int
@@ -178,18 +205,18 @@ def sample(consumed):
     Example:
     >>> s = sample(1536)                   # 384-d Laplace: N = 3072
     >>> s.size, s.positions[[0, 128, 256, 384]].tolist()
-    (512, [0, 1408, 1536, 2944])
+    (512, [0, 1024, 1536, 2560])
     """
     lay = extraction.layout(consumed)
     if lay.words <= SAMPLE_WORDS:
         positions = np.arange(lay.words, dtype=np.int32)
-        partners = None
-        if lay.group == 2:
-            first = np.arange(consumed, dtype=np.int32)
-            partners = (first, first + consumed)
-        return Sample(lay.words, consumed, positions, partners)
-    offsets = [round(k * (consumed - BLOCK) / (CONSUMED_BLOCKS - 1))
-               for k in range(CONSUMED_BLOCKS)]
+        first = np.arange(lay.words // 2, dtype=np.int32)
+        return Sample(lay.words, consumed, positions,
+                      (first, first + lay.words // 2))
+    # The first block, and the block at the largest power of two 2^k
+    # with 2^k + 128 <= C: a pool of 2^m <= 2^k words tiled over the
+    # buffer repeats the first block there.
+    offsets = [0, 2**((consumed - BLOCK).bit_length() - 1)]
     first = np.concatenate([np.arange(o, o + BLOCK) for o in offsets]
                            ).astype(np.int32)
     return Sample(lay.words, consumed,
@@ -212,10 +239,19 @@ class RowLimits:
         blocks: the sample's full blocks of 128.
         bits: (low, high) for each bit position's count of ones.
         low_byte_collisions ... high_byte_step_collisions: (low, high).
-        partners: the sampled groups (0 when g > 2).
-        partner_repeats: (None, high), or None when g > 2.
-        consumed_bits: (low, high) for the consumed words' bit counts, or
-            None when g > 2.
+        partners: the sampled pairs (j, j + N / 2).
+        partner_repeats: (None, high).
+        half_sum_bits: (low, high) for the bit counts of the sums
+            w_j + w_{j + N/2} of the sampled pairs.
+        neighbour_bits: (low, high) for the bit counts of the XOR of
+            sampled words 1 apart, and of those 2 apart (S - 2 of each).
+        strided_sum_zeros: (None, high) for the zeros among the sums of
+            the words C apart (`strided_sums`: the extraction before
+            issue 38).
+        consumed_zeros: (None, high) for the zeros among all C consumed
+            words.
+        sampled: whether the checks read a sample (N > 512), not the
+            whole buffer.
     """
 
     consumed: int
@@ -228,7 +264,11 @@ class RowLimits:
     high_byte_step_collisions: tuple
     partners: int
     partner_repeats: tuple
-    consumed_bits: tuple
+    half_sum_bits: tuple
+    neighbour_bits: tuple
+    strided_sum_zeros: tuple
+    consumed_zeros: tuple
+    sampled: bool
 
 
 @functools.lru_cache(maxsize=64)
@@ -239,16 +279,22 @@ def row_limits(consumed):
     >>> limits = row_limits(1536)
     >>> limits.sample, limits.bits, limits.low_byte_collisions
     (512, (168, 344), (55, 249))
-    >>> limits.partners, limits.partner_repeats, limits.consumed_bits
+    >>> limits.partners, limits.partner_repeats, limits.half_sum_bits
     (256, (None, 2), (65, 191))
+    >>> limits.consumed_zeros, limits.sampled
+    ((None, 3), True)
     """
     taken = sample(consumed)
     blocks = taken.size // BLOCK
     values = block_collision_law(BLOCK)
     steps = block_collision_law(BLOCK - 1)
     share = COLLISION_FALSE_ALARM
-    partners = 0 if taken.partners is None else len(taken.partners[0])
+    partners = len(taken.partners[0])
     one_sided = BITS_FALSE_ALARM / (2 * NUM_BITS)
+    lag_share = BUFFER_FALSE_ALARM / (2 * 2 * NUM_BITS)
+    lay = extraction.layout(consumed)
+    strided = partners if lay.group == 2 else consumed
+    sampled = taken.size < taken.words
     return RowLimits(
         consumed=consumed, sample=taken.size, blocks=blocks,
         bits=binomial_half_limits(taken.size, one_sided),
@@ -257,10 +303,15 @@ def row_limits(consumed):
         high_byte_collisions=sum_limits(values, blocks, share),
         high_byte_step_collisions=sum_limits(steps, blocks, share),
         partners=partners,
-        partner_repeats=None if not partners else (
-            None, partner_repeat_limit(partners)),
-        consumed_bits=None if not partners else binomial_half_limits(
-            partners, PARTNER_FALSE_ALARM / (2 * NUM_BITS)))
+        partner_repeats=(None, partner_repeat_limit(partners)),
+        half_sum_bits=binomial_half_limits(
+            partners, PARTNER_FALSE_ALARM / (2 * NUM_BITS)),
+        neighbour_bits=binomial_half_limits(taken.size - 2, lag_share),
+        strided_sum_zeros=(None, partner_repeat_limit(
+            strided, BUFFER_FALSE_ALARM)),
+        consumed_zeros=(None, partner_repeat_limit(
+            consumed, BUFFER_FALSE_ALARM)),
+        sampled=sampled)
 
 
 def partner_repeat_limit(pairs, false_alarm=PARTNER_FALSE_ALARM):
