@@ -10,7 +10,7 @@ export KERAS_BACKEND := tensorflow
 export TF_CPP_MIN_LOG_LEVEL := 2
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench clean bazel-test mldp-venv \
+.PHONY: install demo test test-fast bench clean bazel-test mldp-venv gpu-package \
 	pantera-venv pantera-np1-venv diffractor-venv browser web web-tables
 
 install: $(STAMP)
@@ -85,6 +85,13 @@ bazel-test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/privatization_throughput.py
+
+# The device package (issue 37): .gpu/ (git-ignored, at most 60 MiB) with the
+# wheels the GPU image lacks, MiniLM in float16, pre-tokenized SST-2 and AG
+# ids and run.sh, the whole device command (`OUT=dir bash .gpu/run.sh`;
+# docs/guides/pretraining.md, "Training on a GPU").
+gpu-package: $(STAMP)
+	$(PY) benchmarks/gpu_package.py --out=.gpu
 
 # The public mldp-text package (a Madlib peer for benchmarks/brr_efficiency.py)
 # in its own venv: it pins numpy < 2 and scipy < 1.13. On Python 3.11 it

@@ -13,8 +13,7 @@ imported on first use, so importing this package does not import
 TensorFlow.
 """
 
-import importlib
-
+from tfdptext import lazy
 from tfdptext.layers import noise_math
 from tfdptext.layers.dchi_noise import DChiNoise
 from tfdptext.layers.laplace_noise import LaplaceNoise
@@ -37,14 +36,7 @@ _TENSORFLOW_LAYERS = {
 }
 
 
-def __getattr__(name):
-    if name in _TENSORFLOW_LAYERS:
-        module = importlib.import_module(
-            f"tfdptext.layers.{_TENSORFLOW_LAYERS[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module 'tfdptext.layers' has no attribute "
-                         f"{name!r}")
-
+__getattr__ = lazy.module_getattr(__name__, _TENSORFLOW_LAYERS)
 
 if noise_math.is_tensorflow():
     for _name in _TENSORFLOW_LAYERS:

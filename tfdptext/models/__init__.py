@@ -7,8 +7,7 @@ backend-agnostic layers (`tfdptext.layers`); the code release
 backend and on first use under another.
 """
 
-import importlib
-
+from tfdptext import lazy
 from tfdptext.layers import noise_math
 from tfdptext.models.pooling import MaskedMeanPooling
 from tfdptext.models.presets import DEFAULT_PRESET
@@ -36,14 +35,7 @@ _TENSORFLOW_CLASSES = {
 }
 
 
-def __getattr__(name):
-    if name in _TENSORFLOW_CLASSES:
-        module = importlib.import_module(
-            f"tfdptext.models.{_TENSORFLOW_CLASSES[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module 'tfdptext.models' has no attribute "
-                         f"{name!r}")
-
+__getattr__ = lazy.module_getattr(__name__, _TENSORFLOW_CLASSES)
 
 if noise_math.is_tensorflow():
     for _name in _TENSORFLOW_CLASSES:

@@ -18,7 +18,6 @@ Example:
 """
 
 import dataclasses
-import time
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from tfdptext.pretraining import objectives
 from tfdptext.pretraining.model import MLM_HEAD
 from tfdptext.pretraining.optimizer import HeadRateAdamW
 from tfdptext.privacy import validation
+from tfdptext.training.portable import timed_steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,25 +121,9 @@ def pretrain(model, train, vocabulary, config, *, time_budget_s=None,
                              batch_size=batch_size,
                              rng=np.random.default_rng(config.seed),
                              **masking)
-    start = time.perf_counter()
-    first_s, losses, done = None, [], 0
-    for batch in batches:
-        result = model.train_on_batch(batch, return_dict=True)
-        losses.append(float(result["loss"]))
-        done += 1
-        if first_s is None:
-            first_s = time.perf_counter() - start
-        elapsed = time.perf_counter() - start
-        if done >= steps or (time_budget_s and elapsed > time_budget_s):
-            break
-    total_s = time.perf_counter() - start
-    rest = done - 1
     result = {
-        "steps": done,
-        "first_step_s": first_s,
-        "train_s": total_s,
-        "steps_per_s": rest / (total_s - first_s) if rest else None,
-        "final_train_loss": float(np.mean(losses[-10:])),
+        **timed_steps(lambda batch: model.train_on_batch(
+            batch, return_dict=True), batches, steps, time_budget_s),
         "objective": model.objective.name,
         "guarantee": model.guarantee().to_dict(),
     }
