@@ -133,6 +133,22 @@ def plan_cells(dry_run):
     return cells
 
 
+def size_cells(pretrain, finetune, left_s, finetunes):
+    """(pretraining steps, steps of each fine-tuning cell) that fit
+    `left_s` seconds: PRETRAIN_SHARE of it for the pretraining cell, the
+    rest shared by `finetunes` cells, each paying its compile time (the
+    calibration's first step) and, per step, its own time and the release
+    of its batch's texts (drawn once, before training). `pretrain` and
+    `finetune` are the calibration cells' results."""
+    pre_s = PRETRAIN_SHARE * left_s - pretrain["first_step_s"]
+    fine_s = (1 - PRETRAIN_SHARE) * left_s / finetunes - \
+        finetune["first_step_s"]
+    release_per_text = finetune["inputs_s"] / finetune["train_texts"]
+    step_s = 1.0 / finetune["steps_per_s"] + BATCH_SIZE * release_per_text
+    return (max(1, int(pre_s * pretrain["steps_per_s"])),
+            max(1, int(fine_s / step_s)))
+
+
 class Runner:
     """Runs the cells of `plan_cells` from a package directory."""
 
@@ -186,25 +202,14 @@ class Runner:
             else self.finetune_steps
 
     def _size_from_calibration(self):
-        """Steps of the pretraining cell and of each fine-tuning cell, so
-        that all fit the budget left (the compile time of each counted)."""
-        fine = [c for c in self.results.data["cells"]
-                if c["name"] == "calibrate_finetune_token_rep"][0]
-        pre = [c for c in self.results.data["cells"]
-               if c["name"] == "calibrate_pretrain_token_rep_denoising"][0]
-        left = self.left_s() - RESERVE_S
+        cells = {c["name"]: c for c in self.results.data["cells"]}
         finetunes = sum(1 for name, kind, _ in plan_cells(self.dry_run)
                         if kind == "finetune" and not
                         name.startswith("calibrate"))
-        pre_s = PRETRAIN_SHARE * left - pre["first_step_s"]
-        fine_s = (1 - PRETRAIN_SHARE) * left / finetunes - \
-            fine["first_step_s"]
-        # A fine-tuning step costs its own time and the release of its
-        # batch's texts (drawn once, before training).
-        release_per_text = fine["inputs_s"] / fine["train_texts"]
-        step_s = 1.0 / fine["steps_per_s"] + BATCH_SIZE * release_per_text
-        self.pretrain_steps = max(1, int(pre_s * pre["steps_per_s"]))
-        self.finetune_steps = max(1, int(fine_s / step_s))
+        self.pretrain_steps, self.finetune_steps = size_cells(
+            cells["calibrate_pretrain_token_rep_denoising"],
+            cells["calibrate_finetune_token_rep"],
+            self.left_s() - RESERVE_S, finetunes)
 
     def run_cell(self, name, kind, settings):
         from tfdptext.pretraining import model as mlm_model

@@ -132,40 +132,41 @@ def test_mlm_loss_equals_tensorflow(jax_run):
 
 
 class _TokenizerIds:
-    """What build_mlm reads of a tokenizer under TensorFlow (token_rep
-    builds its text privatizer for the other objectives' targets)."""
+    """What build_mlm reads of a tokenizer for token_rep / denoising."""
 
     mask_id = checks.MASK_ID
-    special_token_ids = checks.SPECIAL_IDS
-    passthrough_token_ids = ()
 
 
 def test_model_trained_under_jax_exports_to_tflite(jax_run):
     from ai_edge_litert.interpreter import Interpreter
 
+    from tfdptext.export import exporter
     from tfdptext.export import tflite
+    from tfdptext.export.choices import NOISE_INTERNAL
     from tfdptext.layers import base
+    from tfdptext.models.split_spec import SEQUENCE
 
     out, _ = jax_run
-    model = _load_robust(out)
-    user = model.get_layer("user_side")
-    tflite_bytes = tflite.convert(user)
+    user = _load_robust(out).get_layer("user_side")
+    # The exporter's phone model (one text of a fixed length per invoke),
+    # with the layers' own TensorFlow random ops.
+    phone = exporter._phone_model(user, SEQUENCE, checks.LENGTH,
+                                  noise_source=NOISE_INTERNAL)
+    tflite_bytes = tflite.convert(phone, batch_size=1)
     tflite.check_unseeded_builtins(tflite_bytes)  # no seed baked in
-    interpreter = Interpreter(model_content=tflite_bytes)
-    runner = interpreter.get_signature_runner()
+    runner = Interpreter(model_content=tflite_bytes).get_signature_runner()
     dev = checks.tiny_split(4, 3)
-    released = runner(**{k: dev[k] for k in ("token_ids", "padding_mask",
-                                                "segment_ids")})
-    release = next(iter(released.values()))
+    inputs = {k: dev[k] for k in ("token_ids", "padding_mask")}
+    release = np.concatenate([
+        runner(**{k: v[i:i + 1] for k, v in inputs.items()})[
+            "private_representation"] for i in range(4)])
     with base.randomness_from_caller():
-        clean = np.asarray(user({k: dev[k] for k in (
-            "token_ids", "padding_mask", "segment_ids")})[
-            "private_representation"])
+        clean = np.asarray(phone(inputs)["private_representation"])
     assert release.shape == clean.shape and np.isfinite(release).all()
-    # The phone model adds fresh Laplace noise (b = 1 at epsilon 1) to
-    # the min-max normalised representation it computes like Keras.
-    noise = release - clean
-    assert 0.5 < np.abs(noise).mean() < 1.5
+    # The phone model adds fresh Laplace noise (b = 1 at epsilon 1) to the
+    # min-max normalised representation, computed like Keras: the mean
+    # |noise| of these 64 draws is 1 +- 4 standard errors (1 / 8).
+    assert 0.5 < np.abs(release - clean).mean() < 1.5
 
 
 def _tiny_package(directory):
@@ -215,3 +216,21 @@ def test_device_package_dry_run_without_tensorflow(tmp_path):
     assert all(0.0 <= c["accuracy"] <= 1.0 for c in ran
                if c["kind"] == "finetune")
     assert cells["sst2_eta81_text_to_text_denoising"]["kind"] == "skipped"
+
+
+def test_device_cells_are_sized_to_fit_the_budget():
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import gpu_cells
+
+    pretrain = {"first_step_s": 20.0, "steps_per_s": 10.0}
+    finetune = {"first_step_s": 15.0, "steps_per_s": 40.0, "inputs_s": 2.0,
+                "train_texts": 960}
+    left, cells = 400.0, 7
+    pre_steps, fine_steps = gpu_cells.size_cells(pretrain, finetune, left,
+                                                 cells)
+    pre_time = pretrain["first_step_s"] + pre_steps / 10.0
+    fine_time = cells * (finetune["first_step_s"] + fine_steps * (
+        1 / 40.0 + gpu_cells.BATCH_SIZE * 2.0 / 960))
+    assert pre_time + fine_time <= left
+    # and uses most of it (within one step of each cell)
+    assert pre_time + fine_time > left - 1.0 / 10.0 - cells * 0.1

@@ -309,9 +309,13 @@ def _text_privatizer(config, backbone, tokenizer, name=None):
 def build_mlm(config, backbone, tokenizer):
     """The PrivacyAdaptiveMLM a validated PretrainConfig asks for.
 
-    Under a backend other than TensorFlow: mode none, or token_rep with
-    the denoising objective (ArgumentError otherwise); `tokenizer` then
-    needs only `mask_id` (the text privatizer is not built)."""
+    token_rep builds its target privatizer (a text privatizer reading
+    tokens off the release) only for the objectives that read them
+    (vanilla, probabilistic): with denoising the model is the same on
+    every backend, and its weights move between them. Under a backend
+    other than TensorFlow: mode none, or token_rep with the denoising
+    objective (ArgumentError otherwise); `tokenizer` then needs only
+    `mask_id`."""
     target_privatizer = None
     portable = config.mode == NONE or (config.mode == TOKEN_REP and
                                        config.objective == DENOISING)
@@ -327,7 +331,7 @@ def build_mlm(config, backbone, tokenizer):
     elif config.mode == TOKEN_REP:
         privatizer = layers.DChiNoise(
             config.eta, embedding_description=_description(config))
-        if keras.backend.backend() == "tensorflow":
+        if config.objective != DENOISING:
             target_privatizer = _text_privatizer(config, backbone, tokenizer,
                                                  TARGET_PRIVATIZER)
     else:
