@@ -179,6 +179,7 @@ class Runner:
         self.results = Results(out_dir, {
             "issue": 37, "dry_run": dry_run, "budget_s": budget_s,
             "eta": ETA, "versions": _versions(), "devices": _devices(),
+            "plan": [name for name, _, _ in plan_cells(dry_run)],
             "machine": platform.node(), "package": manifest,
             "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                          time.gmtime())})
@@ -293,7 +294,7 @@ def main(argv=None):
     parser.add_argument("--package", required=True,
                         help="the device package (.gpu)")
     parser.add_argument("--out", required=True, help="results directory")
-    parser.add_argument("--budget_s", type=float, default=480.0,
+    parser.add_argument("--budget_s", type=float, default=450.0,
                         help="wall-clock budget of the cells (seconds)")
     parser.add_argument("--dry_run", action="store_true",
                         help="the same path on CPU, 2 steps a cell")

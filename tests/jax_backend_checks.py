@@ -137,14 +137,16 @@ def main(out_dir):
     train, dev = tiny_split(64, 1), tiny_split(16, 2)
     split = portable.build_split(portable.ROBUST, tiny_backbone(), 2,
                                  epsilon=1.0)
-    # Eager (no XLA compile: seconds, not a minute); the MLM step below
-    # is compiled, which is where data-dependent shapes would fail.
+    # Eager (no XLA compile: seconds, not a minute each on a shared
+    # 2-core CPU). The compiled steps ran on MiniLM in the package's dry
+    # run (docs/guides/pretraining.md) and benchmarks/jax_tf_steps.py.
     robust = portable.fine_tune(split, train, dev, steps=2, batch_size=8,
                                 learning_rate=1e-3, jit_compile=False)
     split.model.save(os.path.join(out_dir, "robust.keras"))
     mlm = mlm_model.build_mlm(mlm_config(2), tiny_backbone(), vocabulary())
     pretrained = pretrain_portable.pretrain(mlm, train, vocabulary(),
-                                            mlm_config(2), heldout=dev)
+                                            mlm_config(2), heldout=dev,
+                                            jit_compile=False)
     mlm.save_weights(os.path.join(out_dir, "mlm.weights.h5"))
     batch = masked_batch(dev)
     np.savez(os.path.join(out_dir, "batch.npz"), **batch)
