@@ -21,3 +21,15 @@ def module_getattr(package, names):
                              f"{name!r}")
 
     return __getattr__
+
+
+def serve(namespace, names, eager):
+    """Serves `names` ({name: submodule}) from the package whose globals
+    are `namespace`: imported now if `eager` (e.g. under the TensorFlow
+    backend, registering Keras classes for loading), else on first use
+    (its `__getattr__`)."""
+    getter = module_getattr(namespace["__name__"], names)
+    namespace["__getattr__"] = getter
+    if eager:
+        for name in names:
+            namespace[name] = getter(name)

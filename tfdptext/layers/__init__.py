@@ -36,11 +36,7 @@ _TENSORFLOW_LAYERS = {
 }
 
 
-__getattr__ = lazy.module_getattr(__name__, _TENSORFLOW_LAYERS)
-
-if noise_math.is_tensorflow():
-    for _name in _TENSORFLOW_LAYERS:
-        globals()[_name] = __getattr__(_name)
+lazy.serve(globals(), _TENSORFLOW_LAYERS, eager=noise_math.is_tensorflow())
 
 __all__ = sorted(["DChiNoise", "LaplaceNoise", "MinMaxNormalize",
                   *_TENSORFLOW_LAYERS])

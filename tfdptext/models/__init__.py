@@ -35,8 +35,4 @@ _TENSORFLOW_CLASSES = {
 }
 
 
-__getattr__ = lazy.module_getattr(__name__, _TENSORFLOW_CLASSES)
-
-if noise_math.is_tensorflow():
-    for _name in _TENSORFLOW_CLASSES:
-        globals()[_name] = __getattr__(_name)
+lazy.serve(globals(), _TENSORFLOW_CLASSES, eager=noise_math.is_tensorflow())
