@@ -12,7 +12,8 @@
 # CPU (JAX_PLATFORMS=cpu), 2 steps a cell.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/.." && pwd)"
+# The checkout: the package's parent (.gpu/ sits in it), or $TFDPTEXT_REPO.
+REPO="${TFDPTEXT_REPO:-$(cd "$HERE/.." && pwd)}"
 PYTHON="${PYTHON:-python3}"
 : "${OUT:?set OUT to the results directory}"
 mkdir -p "$OUT"

@@ -200,7 +200,8 @@ def test_device_package_dry_run_without_tensorflow(tmp_path):
     package = str(tmp_path / "gpu")
     _tiny_package(package)
     out = str(tmp_path / "out")
-    env = dict(jax_environment(), OUT=out, PYTHON=sys.executable)
+    env = dict(jax_environment(), OUT=out, PYTHON=sys.executable,
+               TFDPTEXT_REPO=ROOT)
     env.pop("JAX_PLATFORMS")  # run.sh sets it for --dry_run
     done = subprocess.run(
         ["bash", os.path.join(package, "run.sh"), "--dry_run", "--eager"],
@@ -213,7 +214,10 @@ def test_device_package_dry_run_without_tensorflow(tmp_path):
     assert not [c for c in cells.values() if "error" in c]
     ran = [c for c in cells.values() if c["kind"] in ("finetune",
                                                        "pretrain")]
-    assert len(ran) == 7 and all(c["steps"] == 2 for c in ran)
+    # pretraining, fine-tuning from the plain and the pretrained encoder,
+    # the non-private reference (a dry run: 1 seed, no calibration)
+    assert len(ran) == 4 and all(c["steps"] == 2 for c in ran)
+    assert result["plan"] == [c["name"] for c in result["cells"]]
     assert cells["sst2_eta81_token_rep_denoising_seed0"]["guarantee"][
         "mechanism"] == "dchi"
     assert all(0.0 <= c["accuracy"] <= 1.0 for c in ran
