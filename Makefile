@@ -11,7 +11,7 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 export HF_HUB_OFFLINE := 1
 
 .PHONY: install demo test test-fast bench benchmark-docs clean bazel-test \
-	mldp-venv \
+	mldp-venv gpu-package \
 	pantera-venv pantera-np1-venv diffractor-venv browser web web-tables
 
 install: $(STAMP)
@@ -93,6 +93,13 @@ bench: $(STAMP)
 # library); tests/test_benchmark_docs.py checks that nothing changes.
 benchmark-docs:
 	$(PYTHON) benchmarks/docs_tables.py
+
+# The device package (issue 37): .gpu/ (git-ignored, at most 60 MiB) with the
+# wheels the GPU image lacks, MiniLM in float16, pre-tokenized SST-2 and AG
+# ids and run.sh, the whole device command (`OUT=dir bash .gpu/run.sh`;
+# docs/guides/pretraining.md, "Training on a GPU").
+gpu-package: $(STAMP)
+	$(PY) benchmarks/gpu_package.py --out=.gpu
 
 # The public mldp-text package (a Madlib peer for benchmarks/brr_efficiency.py)
 # in its own venv: it pins numpy < 2 and scipy < 1.13. On Python 3.11 it

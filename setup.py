@@ -59,7 +59,11 @@ setup(
     extras_require={
         # selenium drives Debian's chromium (chromium-driver) for the web
         # client's tests; it downloads no browser when given the driver.
-        "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "selenium>=4.20,<5"],
+        # jax (CPU) runs the backend-agnostic training path's tests under
+        # KERAS_BACKEND=jax (tests/test_jax_backend.py); 0.10 is the last
+        # line for Python 3.11 (the GPU image has 0.11).
+        "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "selenium>=4.20,<5",
+                 "jax[cpu]>=0.10,<0.12"],
         # tfdptext-privatize-corpus (tfdptext.corpus), an Apache Beam
         # pipeline. 2.77 resolves next to TF 2.21 (it moves protobuf to
         # 6.33 and pyarrow to 25). Dataflow also needs Beam's `gcp` extra:

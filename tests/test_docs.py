@@ -42,6 +42,8 @@ COVERED = {
     "make demo": "tests/test_demo.py runs tfdptext-demo",
     "make test": ".ci/run runs it: it is this suite",
     "make bazel-test": "not in CI; tests/BUILD holds the same files",
+    "make gpu-package": "tests/test_jax_backend.py builds a package of the "
+                        "tiny model (the real one downloads wheels, 53 MiB)",
 }
 # Commands that need processes running beside them (a dask cluster, the
 # other worker of a multi-worker run): the named test runs them, parsed
@@ -51,6 +53,8 @@ COVERED_PREFIXES = {
     ".venv/bin/dask ": "tests/test_corpus_workers.py starts this cluster",
     "TF_CONFIG=": "tests/test_distribute.py runs both workers",
     "wait": "tests/test_distribute.py waits for both workers",
+    "OUT=": "tests/test_jax_backend.py runs the package's dry run with "
+            "TensorFlow unimportable",
 }
 RUN_ELSEWHERE = {
     "DaskRunner": "tests/test_corpus_workers.py (needs the dask cluster)",

@@ -17,17 +17,23 @@ float32 compute, the `apply(inputs, uniforms)` hook through which a caller
 supplies the randomness (`tfdptext.models.secure`), and input checks.
 `privatization_layers(model)` finds the two in a user-side model by their
 fixed names.
+
+This module imports no TensorFlow: the layers whose math is written in
+`keras.ops` (`LaplaceNoise`, `MinMaxNormalize`, `DChiNoise`) run on any
+Keras backend; their phone-side paths (randomness from the app's words)
+and the other layers import TensorFlow themselves.
 """
 
 import contextlib
 import threading
 
 import keras
-import tensorflow as tf
+import numpy as np
+from keras import ops
 
 from tfdptext.errors import ArgumentError
+from tfdptext.layers import noise_math
 from tfdptext.privacy import guarantee as guarantee_lib
-from tfdptext.privacy import randomness
 
 # The largest finite float32: |x| <= this is False for NaN and +-inf
 # (ABS and LESS_EQUAL are TFLite builtins; tf.math.is_finite is not).
@@ -53,19 +59,21 @@ def randomness_from_caller():
 
 def finite_rows(x):
     """(..., 1) booleans: whether every value along the last axis is finite."""
-    return tf.reduce_all(tf.abs(x) <= _FLOAT32_MAX, axis=-1, keepdims=True)
+    return ops.all(ops.abs(x) <= _FLOAT32_MAX, axis=-1, keepdims=True)
 
 
 def nan_unless(ok, values):
     """`values` where `ok` (broadcast), NaN elsewhere: an unusable release
     rather than a wrong one (fail closed)."""
-    return tf.where(ok, values, tf.constant(float("nan"), values.dtype))
+    return ops.where(ok, values, ops.cast(float("nan"), values.dtype))
 
 
 def checked_token_ids(inputs, vocabulary_size, layer_name):
     """(int32 ids with invalid ones set to 0, validity mask). Ids outside
     [0, vocabulary_size) raise when called eagerly; in a graph the caller
     releases -1 for them (an unusable release the server refuses)."""
+    import tensorflow as tf
+
     token_ids = tf.cast(inputs, tf.int32)
     valid = tf.logical_and(token_ids >= 0, token_ids < vocabulary_size)
     if tf.executing_eagerly() and not bool(tf.reduce_all(valid)):
@@ -112,6 +120,22 @@ class RandomizedLayer(keras.layers.Layer):
         kwargs["dtype"] = "float32"
         super().__init__(**kwargs)
         self.noise = noise
+        # Under a backend other than TensorFlow, random ops inside a
+        # compiled step need a seed state owned by the layer. Its state is
+        # not saved with the weights, and under TensorFlow (the phone
+        # path, exports) there is none: no seed is ever baked in.
+        self.seed_generator = (None if noise_math.is_tensorflow() else
+                               keras.random.SeedGenerator())
+
+    def noise_source(self):
+        """The source of `tfdptext.layers.noise_math` a direct call draws
+        from: TensorFlow's unseeded ops, or `keras.random` with this
+        layer's SeedGenerator under another backend."""
+        if self.seed_generator is None:
+            from tfdptext.layers import sampling
+
+            return sampling.TENSORFLOW_UNSEEDED
+        return noise_math.KerasRandom(self.seed_generator)
 
     def call(self, inputs):
         return self.apply(inputs)
@@ -156,14 +180,17 @@ class RandomizedLayer(keras.layers.Layer):
     def _check_numeric(self, inputs, integer=False):
         """Refuses strings (and, with `integer`, non-integer ids) with a
         message naming the layer, instead of a TensorFlow cast error."""
-        dtype = tf.as_dtype(getattr(inputs, "dtype", None) or
-                            tf.convert_to_tensor(inputs).dtype)
-        if dtype == tf.string or (integer and not dtype.is_integer) or \
-                not (dtype.is_integer or dtype.is_floating or dtype.is_bool):
+        dtype = getattr(inputs, "dtype", None)
+        if dtype is None:
+            dtype = np.asarray(inputs).dtype
+        dtype = keras.backend.standardize_dtype(dtype)
+        is_integer = "int" in dtype
+        numeric = is_integer or "float" in dtype or dtype == "bool"
+        if (integer and not is_integer) or not numeric:
             kind = "integer token ids" if integer else "numbers"
             raise ArgumentError(
                 f"`inputs` of {self.name} must be {kind}, received dtype "
-                f"{dtype.name}.")
+                f"{dtype}.")
 
     def _check_built_width(self, inputs, width):
         """Refuses an input whose last axis differs from the one the layer
@@ -197,14 +224,18 @@ class PrivatizationLayer(RandomizedLayer):
 
     default_name = PRIVATIZER
 
-    def guarantee(self, randomness=randomness.TENSORFLOW_UNSEEDED):
+    def guarantee(self, randomness=None):
         """The `tfdptext.privacy.Guarantee` of this layer's output.
 
         Args:
             randomness: where the noise comes from (see
-                `tfdptext.privacy.randomness`); a direct call of the layer
-                uses TensorFlow's unseeded ops.
+                `tfdptext.privacy.randomness`); None: what a direct call of
+                the layer uses (`noise_math.default_randomness`:
+                TensorFlow's unseeded ops, or a seeded generator under
+                another backend).
         """
+        if randomness is None:
+            randomness = noise_math.default_randomness()
         if not self.noise:
             return guarantee_lib.Guarantee.none(
                 self.name, "noise is switched off (noise=False)")

@@ -1,13 +1,12 @@
 """DChiNoise: metric-DP (d_chi) noise on embedding vectors."""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tfdptext.errors import ArgumentError
 from tfdptext.layers import base
-from tfdptext.layers import sampling
+from tfdptext.layers import noise_math
 from tfdptext.privacy import metric
-from tfdptext.privacy import randomness as randomness_lib
 from tfdptext.privacy import validation
 
 
@@ -21,6 +20,10 @@ class DChiNoise(base.PrivatizationLayer):
     sphere, so E||z|| = n / eta. The output satisfies eta * d_Euclidean
     metric DP per vector: per token for token embeddings (composing over
     the tokens of a text), per sequence for one pooled vector per text.
+
+    Runs on any Keras backend (the math in `tfdptext.layers.noise_math`);
+    with `uniforms` (the phone's random words, `apply`) it uses
+    TensorFlow's samplers.
 
     Args:
         eta: privacy parameter, finite and > 0 (larger = less noise).
@@ -56,20 +59,24 @@ class DChiNoise(base.PrivatizationLayer):
 
     def apply(self, inputs, uniforms=None):
         self._check_built_width(inputs, self.dimension)
-        raw = tf.cast(inputs, tf.float32)
+        raw = ops.cast(inputs, "float32")
         x = raw
-        if self._noisy(uniforms):
-            x = x + sampling.dchi(tf.shape(x), self.eta, self.dimension,
-                                  uniforms)
+        if uniforms is not None:
+            from tfdptext.layers import sampling
+
+            x = x + sampling.dchi(None, self.eta, self.dimension, uniforms)
+        elif self._noisy(None):
+            source = self.noise_source()
+            x = x + noise_math.dchi(source.shape(x), self.eta, source)
         return base.nan_unless(base.finite_rows(raw), x)
 
     def uniforms_shape(self, input_shape):
         n = int(input_shape[-1])
         return tuple(input_shape[1:-1]) + (
-            sampling.dchi_uniforms_per_vector(n),)
+            noise_math.dchi_uniforms_per_vector(n),)
 
     def _guarantee(self):
-        return self._guarantee_for(randomness_lib.TENSORFLOW_UNSEEDED)
+        return self._guarantee_for(noise_math.default_randomness())
 
     def _guarantee_for(self, randomness):
         return metric.dchi_guarantee(

@@ -1,10 +1,10 @@
 """LaplaceNoise: DPNR's Laplace perturbation of a [0, 1]^k representation."""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tfdptext.layers import base
-from tfdptext.layers import sampling
+from tfdptext.layers import noise_math
 from tfdptext.privacy import laplace as laplace_accounting
 from tfdptext.privacy import validation
 
@@ -12,6 +12,10 @@ from tfdptext.privacy import validation
 @keras.saving.register_keras_serializable(package="tfdptext")
 class LaplaceNoise(base.PrivatizationLayer):
     """Adds independent Laplace noise to every coordinate (DPNR Alg. 2).
+
+    Runs on any Keras backend (the math in `tfdptext.layers.noise_math`);
+    with `uniforms` (the phone's random words, `apply`) it uses
+    TensorFlow's samplers.
 
     Inputs are clipped to [0, 1] first (put `MinMaxNormalize` before this
     layer), so the sensitivity of one coordinate is 1 and of the k-vector k.
@@ -51,10 +55,15 @@ class LaplaceNoise(base.PrivatizationLayer):
 
     def apply(self, inputs, uniforms=None):
         self._check_built_width(inputs, self.dimension)
-        raw = tf.cast(inputs, tf.float32)
-        x = tf.clip_by_value(raw, 0.0, 1.0)
-        if self._noisy(uniforms):
-            x = x + sampling.laplace(tf.shape(x), self.scale, uniforms)
+        raw = ops.cast(inputs, "float32")
+        x = ops.clip(raw, 0.0, 1.0)
+        if uniforms is not None:
+            from tfdptext.layers import sampling
+
+            x = x + sampling.laplace(None, self.scale, uniforms)
+        elif self._noisy(None):
+            source = self.noise_source()
+            x = x + noise_math.laplace(source.shape(x), self.scale, source)
         return base.nan_unless(base.finite_rows(raw), x)
 
     def uniforms_shape(self, input_shape):

@@ -1,7 +1,7 @@
 """MinMaxNormalize: per-example min-max scaling to [0, 1]."""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tfdptext.errors import ArgumentError
 from tfdptext.layers import base
@@ -16,6 +16,8 @@ class MinMaxNormalize(keras.layers.Layer):
     [0, 1] so the sensitivity bound of a following `LaplaceNoise` holds. A
     vector holding NaN or +-inf becomes all NaN (never a valid-looking
     vector: the noise layers then release NaN, which servers refuse).
+
+    Runs on any Keras backend (`keras.ops`).
 
     Example:
     >>> layer = MinMaxNormalize()
@@ -36,11 +38,11 @@ class MinMaxNormalize(keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, inputs):
-        x = tf.cast(inputs, tf.float32)
-        low = tf.reduce_min(x, axis=-1, keepdims=True)
-        span = tf.reduce_max(x, axis=-1, keepdims=True) - low
-        safe_span = tf.where(span > 0.0, span, tf.ones_like(span))
-        scaled = tf.clip_by_value((x - low) / safe_span, 0.0, 1.0)
+        x = ops.cast(inputs, "float32")
+        low = ops.min(x, axis=-1, keepdims=True)
+        span = ops.max(x, axis=-1, keepdims=True) - low
+        safe_span = ops.where(span > 0.0, span, ops.ones_like(span))
+        scaled = ops.clip((x - low) / safe_span, 0.0, 1.0)
         return base.nan_unless(base.finite_rows(x), scaled)
 
     def compute_output_shape(self, input_shape):

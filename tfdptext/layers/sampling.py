@@ -33,13 +33,19 @@ How a word becomes each kind of number (all 32 bits are random):
 No inverse-CDF form that can reach log(0) is used: float uniforms are
 clamped to at most the largest float32 below 1, so -log1p(-U) <= 16.6,
 and a word's V is at least 2^-32.
+
+The formulas themselves (an exponential from a uniform, Laplace from two
+exponentials, Gamma from a sum, a direction from normals) live once in
+`tfdptext.layers.noise_math` (keras.ops), which the other backends use
+with `keras.random`; this module is the TensorFlow side: its unseeded
+draws (`TENSORFLOW_UNSEEDED`) and the phone's words.
 """
 
 import tensorflow as tf
 
-# The largest float32 below 1. RANDOM_UNIFORM draws from [0, 1); clamping
-# makes log1p(-U) finite even on a kernel (or an app) that returned 1.
-_BELOW_ONE = 1.0 - 2.0**-24
+from tfdptext.layers import noise_math
+
+_BELOW_ONE = noise_math.BELOW_ONE
 # Bits of the uniform and integer made from a word, and of the exponential.
 WORD_UNIFORM_BITS = 24
 WORD_EXPONENTIAL_BITS = 32
@@ -49,8 +55,28 @@ _TWO_32 = 4294967296.0
 
 
 def _clamp(u):
-    u = tf.cast(u, tf.float32)
-    return tf.minimum(tf.maximum(u, 0.0), _BELOW_ONE)
+    return noise_math.clamp_unit(u)
+
+
+class _TensorFlowUnseeded:
+    """The randomness source of `noise_math` under TensorFlow: unseeded
+    RANDOM_UNIFORM and RANDOM_STANDARD_NORMAL (no seed is ever baked into
+    an export)."""
+
+    @staticmethod
+    def shape(x):
+        return tf.shape(x)
+
+    @staticmethod
+    def uniform(shape):
+        return tf.random.uniform(shape, minval=0.0, maxval=1.0)
+
+    @staticmethod
+    def normal(shape):
+        return tf.random.normal(shape)
+
+
+TENSORFLOW_UNSEEDED = _TensorFlowUnseeded()
 
 
 def are_words(uniforms):
@@ -96,7 +122,7 @@ def uniform(shape, uniforms=None):
         return uniforms_from_words(uniforms)
     if uniforms is not None:
         return _clamp(uniforms)
-    return _clamp(tf.random.uniform(shape, minval=0.0, maxval=1.0))
+    return _clamp(TENSORFLOW_UNSEEDED.uniform(shape))
 
 
 def random_integers(shape, uniforms=None):
@@ -124,7 +150,7 @@ def exponential(shape, uniforms=None):
     float uniforms or drawn ones."""
     if are_words(uniforms):
         return -tf.math.log(complements_from_words(uniforms))
-    return -tf.math.log1p(-uniform(shape, uniforms))
+    return noise_math.exponential_from_uniform(uniform(shape, uniforms))
 
 
 def laplace(shape, scale, uniforms=None):
@@ -135,12 +161,12 @@ def laplace(shape, scale, uniforms=None):
     (`complements_from_word_pairs`).
     """
     if uniforms is None:
-        return scale * (exponential(shape) - exponential(shape))
+        return noise_math.laplace(shape, scale, TENSORFLOW_UNSEEDED)
     if are_words(uniforms):
         e = -tf.math.log(complements_from_word_pairs(uniforms))
     else:
         e = exponential(None, uniforms)
-    return scale * (e[..., 0] - e[..., 1])
+    return noise_math.laplace_from_exponentials(e[..., 0], e[..., 1], scale)
 
 
 def gamma_integer_shape(batch_shape, shape_k, scale, uniforms=None):
@@ -152,8 +178,8 @@ def gamma_integer_shape(batch_shape, shape_k, scale, uniforms=None):
     """
     uniform_shape = None if uniforms is not None else tf.concat(
         [batch_shape, [shape_k]], axis=0)
-    return scale * tf.reduce_sum(exponential(uniform_shape, uniforms),
-                                 axis=-1, keepdims=True)
+    return noise_math.gamma_from_exponentials(
+        exponential(uniform_shape, uniforms), scale)
 
 
 def normal_from_uniforms(uniforms, n):
@@ -170,16 +196,14 @@ def normal_from_uniforms(uniforms, n):
 def unit_directions(shape, n=None, uniforms=None):
     """Uniform directions on the unit sphere over the last axis."""
     if uniforms is None:
-        z = tf.random.normal(shape)
+        z = TENSORFLOW_UNSEEDED.normal(shape)
     else:
         z = normal_from_uniforms(uniforms, n)
-    norm = tf.sqrt(tf.reduce_sum(tf.square(z), axis=-1, keepdims=True))
-    return z / tf.maximum(norm, 1e-30)
+    return noise_math.unit_directions(z)
 
 
-def dchi_uniforms_per_vector(n):
-    """How many uniforms d_chi noise needs for one n-dim vector."""
-    return n + 2 * ((n + 1) // 2)
+# How many uniforms d_chi noise needs for one n-dim vector.
+dchi_uniforms_per_vector = noise_math.dchi_uniforms_per_vector
 
 
 def dchi_exponentials_per_vector(n):
@@ -202,7 +226,6 @@ def dchi(shape, eta, n=None, uniforms=None):
     together they give the density exp(-eta ||z||) in R^n.
     """
     if uniforms is None:
-        radius = gamma_integer_shape(shape[:-1], shape[-1], 1.0 / eta)
-        return radius * unit_directions(shape)
+        return noise_math.dchi(shape, eta, TENSORFLOW_UNSEEDED)
     radius = gamma_integer_shape(None, n, 1.0 / eta, uniforms[..., :n])
     return radius * unit_directions(None, n, uniforms[..., n:])

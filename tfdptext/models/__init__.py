@@ -1,9 +1,14 @@
-"""Encoders and the user-side / server-side split."""
+"""Encoders and the user-side / server-side split.
 
-from tfdptext.models.code import ArgmaxCode
-from tfdptext.models.code import CodeDecoder
+The split builders, pooling and presets run on any Keras backend with the
+backend-agnostic layers (`tfdptext.layers`); the code release
+(`ArgmaxCode`, `CodeDecoder`, `code_split`'s channel) and
+`GradientReversal` are TensorFlow's, imported here under the TensorFlow
+backend and on first use under another.
+"""
 
-from tfdptext.models.gradient_reversal import GradientReversal
+from tfdptext import lazy
+from tfdptext.layers import noise_math
 from tfdptext.models.pooling import MaskedMeanPooling
 from tfdptext.models.presets import DEFAULT_PRESET
 from tfdptext.models.presets import EncoderNotFoundError
@@ -21,3 +26,13 @@ from tfdptext.models.split import text_to_text_split
 from tfdptext.models.split import token_embedding_table
 from tfdptext.models.split import token_representation_split
 from tfdptext.models.split_spec import SplitSpec
+
+# The TensorFlow classes: name -> module.
+_TENSORFLOW_CLASSES = {
+    "ArgmaxCode": "code",
+    "CodeDecoder": "code",
+    "GradientReversal": "gradient_reversal",
+}
+
+
+lazy.serve(globals(), _TENSORFLOW_CLASSES, eager=noise_math.is_tensorflow())

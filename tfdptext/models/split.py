@@ -13,6 +13,10 @@ Split points (Qu et al. Sec. 3.3; DPNR):
 - `text_to_text`: user = token ids -> privatized token ids; server = the
   whole model on privatized ids.
 
+The sequence, token and text-to-text splits build on any Keras backend
+(with the backend-agnostic layers); the code release and word dropout are
+TensorFlow's and imported where used.
+
 Every user side returns a dict keyed by its split point's
 `tfdptext.models.split_spec.SplitSpec.released_keys` (the release, plus the
 padding mask and segment ids for the token-level splits), and every server
@@ -26,9 +30,7 @@ import numpy as np
 
 from tfdptext.errors import ArgumentError
 from tfdptext.layers import base as layers_base
-from tfdptext.layers.token_privatizer import TokenPrivatizer
-from tfdptext.layers.word_dropout import WordDropout
-from tfdptext.models import code as code_lib
+from tfdptext.layers import noise_math
 from tfdptext.models import split_spec
 from tfdptext.models.pooling import MaskedMeanPooling
 from tfdptext.models.split_spec import CODE
@@ -38,7 +40,6 @@ from tfdptext.models.split_spec import TEXT_TO_TEXT
 from tfdptext.models.split_spec import TOKEN
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import laplace
-from tfdptext.privacy import randomness as randomness_lib
 from tfdptext.privacy import validation
 
 POOLINGS = ("mean", "cls")
@@ -98,23 +99,24 @@ class SplitModel:
         """Privacy-constrained fine-tuning: the server cannot update it."""
         self.user.trainable = False
 
-    def guarantee(self, max_tokens=None,
-                  randomness=randomness_lib.TENSORFLOW_UNSEEDED):
+    def guarantee(self, max_tokens=None, randomness=None):
         """The guarantee of what the user side releases.
 
         With word dropout, the amplified token-substitution guarantee over
         inputs of 1 to `max_tokens` real tokens. `randomness` says where the
-        noise comes from (`tfdptext.privacy.randomness`).
+        noise comes from (`tfdptext.privacy.randomness`; None: a direct
+        call's, `tfdptext.layers.noise_math.default_randomness`).
         """
         return user_side_guarantee(self.privatizer, self.input_dropout,
                                    max_tokens, randomness, self.model.name)
 
 
 def user_side_guarantee(privatizer, input_dropout=None, max_tokens=None,
-                        randomness=randomness_lib.TENSORFLOW_UNSEEDED,
-                        name="user_side"):
+                        randomness=None, name="user_side"):
     """The guarantee of a release made by `privatizer`, after an optional
-    word dropout, with noise from `randomness`."""
+    word dropout, with noise from `randomness` (None: a direct call's)."""
+    if randomness is None:
+        randomness = noise_math.default_randomness()
     if privatizer is None:
         return guarantee_lib.Guarantee.none(
             name, "no privatization layer (non-private model)")
@@ -227,6 +229,12 @@ def _split_model(spec, inputs, user, server_inputs, representation, head,
                       input_dropout)
 
 
+def _is_word_dropout(layer):
+    from tfdptext.layers.word_dropout import WordDropout
+
+    return isinstance(layer, WordDropout)
+
+
 def sequence_representation_split(backbone, num_classes, privatizers=None,
                                   input_dropout=None, pooling="mean",
                                   classifier_dropout=0.1, hidden_units=(),
@@ -269,8 +277,7 @@ def sequence_representation_split(backbone, num_classes, privatizers=None,
                                 "`projection_dim`.")
     spec = split_spec.get(SEQUENCE)
     layers = _as_list(privatizers)
-    if input_dropout is not None and not isinstance(input_dropout,
-                                                    WordDropout):
+    if input_dropout is not None and not _is_word_dropout(input_dropout):
         raise ArgumentError("`input_dropout` must be a WordDropout layer.")
     inputs = feature_inputs(sequence_length)
     features = input_dropout(inputs) if input_dropout else inputs
@@ -403,6 +410,8 @@ def code_split(backbone, num_classes, num_codes, privatizer=None,
         raise ArgumentError(
             f"`privatizer` must randomize {num_codes} codes, received "
             f"{privatizer!r}.")
+    from tfdptext.models import code as code_lib
+
     spec = split_spec.get(CODE)
     inputs = feature_inputs(sequence_length)
     encoded = backbone({k: inputs[k] for k in FEATURES})
@@ -450,6 +459,9 @@ def release_embedding_table(user):
     embeddings, BRR's +-1 codes: `TokenPrivatizer.public_table`), else the
     layer named TOKEN_EMBEDDING (token split), or the (m, m) identity of a code release's m codes (their one-hot vectors);
     None when the user side has none of them (sequence split)."""
+    from tfdptext.layers.token_privatizer import TokenPrivatizer
+    from tfdptext.models import code as code_lib
+
     for layer in user.layers:
         if isinstance(layer, code_lib.ArgmaxCode):
             return np.eye(layer.num_codes, dtype=np.float32)

@@ -19,15 +19,14 @@ applied to what it releases.
 import numpy as np
 import tensorflow as tf
 
+from tfdptext.pretraining import host_masking
+from tfdptext.pretraining.host_masking import MASK_TOKEN_RATE
+from tfdptext.pretraining.host_masking import RANDOM_TOKEN_RATE
 from tfdptext.training.pipeline import trim_padding
 
 # The keys of a batch (see the module docstring).
 FEATURES = ("token_ids", "masked_ids", "padding_mask", "segment_ids",
             "mask_positions", "mask_weights")
-# BERT's corruption of a selected position (keras-hub's defaults): [MASK]
-# with this probability, a uniformly random id with the next, else kept.
-MASK_TOKEN_RATE = 0.8
-RANDOM_TOKEN_RATE = 0.1
 
 
 class TokenMasker:
@@ -70,10 +69,8 @@ class TokenMasker:
                  special_token_ids, mask_rate, max_predictions):
         import keras_hub
 
-        is_special = np.zeros([vocabulary_size], dtype=bool)
-        is_special[list(special_token_ids)] = True
-        is_special[pad_token_id] = True
-        self.is_special = is_special
+        self.is_special = host_masking.special_ids_table(
+            vocabulary_size, special_token_ids, pad_token_id)
         self.pad_token_id = int(pad_token_id)
         self.mask_token_id = int(mask_token_id)
         self.vocabulary_size = int(vocabulary_size)
@@ -115,26 +112,10 @@ class TokenMasker:
         each row inside a tf.map_fn whose iterations draw from one random
         op in whatever order they run, so even under a global seed the
         rows trade their selections from one run to the next.)"""
-        ids = np.asarray(token_ids).astype(np.int32)
-        positions = np.zeros([len(ids), self.max_predictions], np.int32)
-        weights = np.zeros([len(ids), self.max_predictions], np.float32)
-        masked = ids.copy()
-        for row, row_ids in enumerate(ids):
-            selectable = np.flatnonzero(~self.is_special[row_ids])
-            count = int(np.ceil(np.float32(len(selectable)) *
-                                np.float32(self.mask_rate)))
-            count = min(count, self.max_predictions)
-            chosen = np.sort(rng.permutation(selectable)[:count])
-            draw = rng.random(count)
-            random_ids = rng.integers(0, self.vocabulary_size, count)
-            masked[row, chosen] = np.where(
-                draw < MASK_TOKEN_RATE, self.mask_token_id,
-                np.where(draw < MASK_TOKEN_RATE + RANDOM_TOKEN_RATE,
-                         random_ids, row_ids[chosen]))
-            positions[row, :count] = chosen
-            weights[row, :count] = 1.0
-        return {"masked_ids": masked, "mask_positions": positions,
-                "mask_weights": weights}
+        return host_masking.mask_ids(
+            token_ids, rng, is_special=self.is_special,
+            mask_rate=self.mask_rate, max_predictions=self.max_predictions,
+            mask_token_id=self.mask_token_id)
 
 
 def masker_for(tokenizer, *, mask_rate, max_predictions):

@@ -41,16 +41,24 @@ No gradient reaches the user side: the token embedding is not trainable
 (Qu et al.: a trainable user side learns embeddings that resist the noise,
 which weakens the privacy it is meant to give), and the privatizers' tables
 are constants.
+
+Backends: the model is written in `keras.ops`. Mode none, and token_rep
+with the denoising objective (which reads no privatized token), run on any
+Keras backend (`KERAS_BACKEND=jax`, `tfdptext.pretraining.portable`); the
+objectives that read tokens off the release (vanilla, probabilistic) and
+text_to_text use the TensorFlow text privatizer (a nearest-token search
+with data-dependent shapes) and need the TensorFlow backend.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tfdptext import layers
 from tfdptext import models
 from tfdptext.errors import ArgumentError
 from tfdptext.models.split import encode_token_embeddings
 from tfdptext.pretraining import objectives
+from tfdptext.pretraining.config import DENOISING
 from tfdptext.pretraining.config import NONE
 from tfdptext.pretraining.config import TOKEN_REP
 from tfdptext.privacy import guarantee as guarantee_lib
@@ -72,8 +80,8 @@ def corrupt_released_ids(release, *, token_ids, masked_ids):
     """text_to_text: the server's MLM input. Where the masking left the
     token unchanged, the released (privatized) id; elsewhere the id the
     masking put there ([MASK], or a random token)."""
-    return tf.where(tf.equal(masked_ids, token_ids),
-                    tf.cast(release, masked_ids.dtype), masked_ids)
+    return ops.where(ops.equal(masked_ids, token_ids),
+                     ops.cast(release, masked_ids.dtype), masked_ids)
 
 
 def corrupt_released_embeddings(release, *, clean, masked_clean, token_ids,
@@ -93,13 +101,13 @@ def corrupt_released_embeddings(release, *, clean, masked_clean, token_ids,
             masking.
         mask_token_id: [MASK].
     """
-    release = tf.cast(release, tf.float32)
-    noise = release - tf.cast(clean, tf.float32)
-    keep_noise = tf.cast(tf.not_equal(masked_ids, mask_token_id),
-                         tf.float32)[..., None]
-    replaced = tf.cast(masked_clean, tf.float32) + noise * keep_noise
-    unchanged = tf.equal(masked_ids, tf.cast(token_ids, masked_ids.dtype))
-    return tf.where(unchanged[..., None], release, replaced)
+    release = ops.cast(release, "float32")
+    noise = release - ops.cast(clean, "float32")
+    keep_noise = ops.cast(ops.not_equal(masked_ids, mask_token_id),
+                          "float32")[..., None]
+    replaced = ops.cast(masked_clean, "float32") + noise * keep_noise
+    unchanged = ops.equal(masked_ids, ops.cast(token_ids, masked_ids.dtype))
+    return ops.where(unchanged[..., None], release, replaced)
 
 
 class PrivacyAdaptiveMLM(keras.Model):
@@ -120,7 +128,8 @@ class PrivacyAdaptiveMLM(keras.Model):
             token embedding table; None for the clean-text baseline.
         target_privatizer: token_rep only: a `DChiTextPrivatizer` with the
             same eta and table, named TARGET_PRIVATIZER, that reads tokens
-            off noisy embeddings and draws the probabilistic targets.
+            off noisy embeddings and draws the probabilistic targets (None
+            with the denoising objective, which reads none).
         objective: one of `tfdptext.pretraining.config.OBJECTIVES`.
         num_privatizations: K of the probabilistic objective.
         mask_token_id: [MASK].
@@ -147,19 +156,21 @@ class PrivacyAdaptiveMLM(keras.Model):
         backbone.pooled_dense.trainable = False
         self.privatizer = privatizer
         self.clean = privatizer is None
-        self.text_mode = self.clean or isinstance(
-            privatizer, layers.DChiTextPrivatizer)
-        if not self.text_mode and target_privatizer is None:
+        self.text_mode = self.clean or not isinstance(privatizer,
+                                                      layers.DChiNoise)
+        self.objective = objectives.get(objective)
+        if not self.text_mode and target_privatizer is None and \
+                objective != DENOISING:
             raise ArgumentError(
-                "A DChiNoise `privatizer` (token_rep) needs a "
-                "`target_privatizer`: a DChiTextPrivatizer with the same eta "
-                "over the same table.")
+                f"A DChiNoise `privatizer` (token_rep) with the {objective} "
+                "objective needs a `target_privatizer`: a "
+                "DChiTextPrivatizer with the same eta over the same table.")
         self.target_privatizer = (privatizer if self.text_mode
                                   else target_privatizer)
-        if not self.clean and not self.target_privatizer.built:
+        if self.target_privatizer is not None and \
+                not self.target_privatizer.built:
             # Its table is needed before its first call (`released_ids`).
             self.target_privatizer.build((None,))
-        self.objective = objectives.get(objective)
         self.num_privatizations = int(num_privatizations)
         self.mask_token_id = int(mask_token_id)
         self.vocabulary_size = int(backbone.vocabulary_size)
@@ -183,7 +194,7 @@ class PrivacyAdaptiveMLM(keras.Model):
 
     def call(self, inputs, training=False):
         release, encoded = self._release_and_encode(inputs)
-        logits = self.mlm_head(tf.cast(encoded, tf.float32),
+        logits = self.mlm_head(ops.cast(encoded, "float32"),
                                mask_positions=inputs["mask_positions"])
         positions, weights = inputs["mask_positions"], inputs["mask_weights"]
         sources = objectives.TargetSources(
@@ -219,7 +230,7 @@ class PrivacyAdaptiveMLM(keras.Model):
             mask_token_id=self.mask_token_id)
         encoded = encode_token_embeddings(
             self.backbone,
-            tf.cast(server_input, self.backbone.compute_dtype),
+            ops.cast(server_input, self.backbone.compute_dtype),
             inputs["segment_ids"], inputs["padding_mask"])
         return release, encoded
 
@@ -230,7 +241,9 @@ class PrivacyAdaptiveMLM(keras.Model):
         `weights` > 0, 0 elsewhere)."""
         at = objectives.at_positions(release, positions)
         if self.text_mode:
-            return tf.cast(at, tf.int32)
+            return ops.cast(at, "int32")
+        import tensorflow as tf
+
         selected = weights > 0
         nearest = self.target_privatizer.nearest_tokens(
             tf.boolean_mask(at, selected))
@@ -244,7 +257,7 @@ class PrivacyAdaptiveMLM(keras.Model):
         loss = objectives.masked_cross_entropy(
             y_pred["targets"], y_pred["logits"], x["mask_weights"])
         for extra in self.losses:
-            loss = loss + tf.cast(tf.reduce_sum(extra), loss.dtype)
+            loss = loss + ops.cast(ops.sum(extra), loss.dtype)
         return loss
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
@@ -273,7 +286,7 @@ class PrivacyAdaptiveMLM(keras.Model):
 
 def _unchanged(ids):
     """The clean baseline's "privatization": the ids themselves."""
-    return tf.convert_to_tensor(ids)
+    return ops.convert_to_tensor(ids)
 
 
 def _description(config):
@@ -294,15 +307,33 @@ def _text_privatizer(config, backbone, tokenizer, name=None):
 
 
 def build_mlm(config, backbone, tokenizer):
-    """The PrivacyAdaptiveMLM a validated PretrainConfig asks for."""
+    """The PrivacyAdaptiveMLM a validated PretrainConfig asks for.
+
+    token_rep builds its target privatizer (a text privatizer reading
+    tokens off the release) only for the objectives that read them
+    (vanilla, probabilistic): with denoising the model is the same on
+    every backend, and its weights move between them. Under a backend
+    other than TensorFlow: mode none, or token_rep with the denoising
+    objective (ArgumentError otherwise); `tokenizer` then needs only
+    `mask_id`."""
     target_privatizer = None
+    portable = config.mode == NONE or (config.mode == TOKEN_REP and
+                                       config.objective == DENOISING)
+    if not portable and keras.backend.backend() != "tensorflow":
+        raise ArgumentError(
+            f"Pretraining with --mode={config.mode} and --objective="
+            f"{config.objective} reads tokens off the release with the "
+            "TensorFlow text privatizer: it needs KERAS_BACKEND=tensorflow "
+            f"(the {keras.backend.backend()} backend runs mode none, and "
+            "token_rep with the denoising objective).")
     if config.mode == NONE:
         privatizer = None
     elif config.mode == TOKEN_REP:
         privatizer = layers.DChiNoise(
             config.eta, embedding_description=_description(config))
-        target_privatizer = _text_privatizer(config, backbone, tokenizer,
-                                             TARGET_PRIVATIZER)
+        if config.objective != DENOISING:
+            target_privatizer = _text_privatizer(config, backbone, tokenizer,
+                                                 TARGET_PRIVATIZER)
     else:
         privatizer = _text_privatizer(config, backbone, tokenizer)
     return PrivacyAdaptiveMLM(

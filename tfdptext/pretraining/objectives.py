@@ -13,12 +13,18 @@ Each is trained with cross-entropy against the MLM logits at the masked
 positions only (positions with mask weight 0 are padding of the fixed-size
 position list and do not count). Pure functions on tensors; the model
 (`tfdptext.pretraining.model`) supplies the privatized ids.
+
+The loss, the accuracies and the vanilla and denoising targets are written
+in `keras.ops` (any backend); the probabilistic objective's draws
+(`privatize_selected`, `soft_targets`) use TensorFlow's data-dependent
+shapes (boolean_mask, bincount) and import it where they run.
 """
 
 import dataclasses
 import typing
 
-import tensorflow as tf
+import keras
+from keras import ops
 
 from tfdptext.pretraining.config import DENOISING
 from tfdptext.pretraining.config import PROBABILISTIC
@@ -28,18 +34,22 @@ from tfdptext.pretraining.config import VANILLA
 def at_positions(values, positions):
     """`values` (batch, length, ...) at `positions` (batch, predictions):
     (batch, predictions, ...)."""
-    return tf.gather(values, positions, batch_dims=1)
+    values = ops.convert_to_tensor(values)
+    index = ops.cast(positions, "int32")
+    for _ in range(len(values.shape) - 2):
+        index = ops.expand_dims(index, -1)  # broadcast over the features
+    return ops.take_along_axis(values, index, axis=1)
 
 
 def denoising_targets(original_ids):
     """The original token at each masked position (Qu eq. 7)."""
-    return tf.convert_to_tensor(original_ids)
+    return ops.convert_to_tensor(original_ids)
 
 
 def vanilla_targets(privatized_ids):
     """The privatized token at each masked position (Qu eq. 5): the id the
     user-side mechanism released there."""
-    return tf.convert_to_tensor(privatized_ids)
+    return ops.convert_to_tensor(privatized_ids)
 
 
 def soft_targets(draws, vocabulary_size):
@@ -50,6 +60,8 @@ def soft_targets(draws, vocabulary_size):
     >>> soft_targets([[2, 2, 0, 1]], 4).numpy()
     array([[0.25, 0.25, 0.5 , 0.  ]], dtype=float32)
     """
+    import tensorflow as tf
+
     draws = tf.convert_to_tensor(draws, tf.int32)
     shape = tf.shape(draws)
     k = shape[-1]
@@ -68,6 +80,8 @@ def privatize_selected(privatize, ids, weights):
     search over the vocabulary for d_chi text-to-text): most slots of the
     fixed-size mask position list are padding.
     """
+    import tensorflow as tf
+
     ids = tf.convert_to_tensor(ids, tf.int32)
     selected = tf.convert_to_tensor(weights) > 0
     private = tf.cast(privatize(tf.boolean_mask(ids, selected)), tf.int32)
@@ -89,6 +103,8 @@ def probabilistic_targets(original_ids, weights, *, privatize,
         num_privatizations: K >= 2.
         vocabulary_size: the number of classes of the MLM head.
     """
+    import tensorflow as tf
+
     original_ids = tf.convert_to_tensor(original_ids, tf.int32)
     draws = tf.repeat(original_ids[..., None], num_privatizations, axis=-1)
     draw_weights = tf.repeat(tf.convert_to_tensor(weights)[..., None],
@@ -100,9 +116,13 @@ def probabilistic_targets(original_ids, weights, *, privatize,
 def hard_targets(targets):
     """The target id at each position: itself for ids, the most frequent
     token for distributions (the first of the most frequent on a tie)."""
-    if targets.dtype.is_integer:
-        return tf.cast(targets, tf.int32)
-    return tf.argmax(targets, axis=-1, output_type=tf.int32)
+    if _is_integer(targets):
+        return ops.cast(targets, "int32")
+    return ops.cast(ops.argmax(targets, axis=-1), "int32")
+
+
+def _is_integer(tensor):
+    return "int" in keras.backend.standardize_dtype(tensor.dtype)
 
 
 def masked_cross_entropy(targets, logits, weights):
@@ -115,23 +135,23 @@ def masked_cross_entropy(targets, logits, weights):
             computed in float32).
         weights: (batch, predictions) mask weights.
     """
-    logits = tf.cast(logits, tf.float32)
-    weights = tf.cast(weights, tf.float32)
-    if targets.dtype.is_integer:
-        per_position = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.cast(targets, tf.int32), logits=logits)
+    logits = ops.cast(logits, "float32")
+    weights = ops.cast(weights, "float32")
+    if _is_integer(targets):
+        per_position = ops.sparse_categorical_crossentropy(
+            ops.cast(targets, "int32"), logits, from_logits=True)
     else:
-        per_position = tf.nn.softmax_cross_entropy_with_logits(
-            labels=tf.cast(targets, tf.float32), logits=logits)
-    return tf.math.divide_no_nan(tf.reduce_sum(per_position * weights),
-                                 tf.reduce_sum(weights))
+        per_position = ops.categorical_crossentropy(
+            ops.cast(targets, "float32"), logits, from_logits=True)
+    return ops.divide_no_nan(ops.sum(per_position * weights),
+                             ops.sum(weights))
 
 
 def correct_predictions(target_ids, logits):
     """1.0 where the top logit is `target_ids`, else 0.0 (float32)."""
-    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return tf.cast(tf.equal(predicted, tf.cast(target_ids, tf.int32)),
-                   tf.float32)
+    predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
+    return ops.cast(ops.equal(predicted, ops.cast(target_ids, "int32")),
+                    "float32")
 
 
 @dataclasses.dataclass
