@@ -71,7 +71,7 @@ def predict(argv):
     texts = argv[1:]
     if not texts:
         raise ArgumentError("Give at least one sentence to classify.")
-    from tfdptext.data import text_checks
+    from tfdptext.privacy import text_checks
     from tfdptext.export.local import ExportedPipeline
     from tfdptext.privacy import Guarantee
     from tfdptext.privacy import headline

@@ -68,7 +68,7 @@ import tensorflow as tf
 
 from tfdptext import rundir
 from tfdptext import runfiles
-from tfdptext.data import text_checks
+from tfdptext.privacy import text_checks
 from tfdptext.data import tokenizer_vectors
 from tfdptext.data.tokenization import TextTokenizer
 from tfdptext.errors import TfdptextError

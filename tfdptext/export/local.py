@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from tfdptext import rundir
-from tfdptext.data import text_checks
+from tfdptext.privacy import text_checks
 from tfdptext.errors import TfdptextError
 from tfdptext.models import input_checks
 from tfdptext.models import secure
@@ -30,7 +30,7 @@ class ExportDirError(TfdptextError):
 
 class UnknownTokensWarning(UserWarning):
     """A text's share of [UNK] tokens is above the export's limit
-    (`tfdptext.data.text_checks`)."""
+    (`tfdptext.privacy.text_checks`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Sent:
         release: what is sent, as `privatize` returns it for this text.
         resent: True when it is the text's release stored today (a repeat:
             nothing was charged).
-        check: the text's `tfdptext.data.text_checks.TextCheck`.
+        check: the text's `tfdptext.privacy.text_checks.TextCheck`.
     """
 
     release: dict
@@ -229,7 +229,7 @@ class ExportedPipeline:
                                     model=self.model_identity)
 
     def check_texts(self, texts, features=None):
-        """The TextCheck of each text (`tfdptext.data.text_checks`)."""
+        """The TextCheck of each text (`tfdptext.privacy.text_checks`)."""
         features = features or self.tokenizer(list(texts))
         ids = features["token_ids"].numpy()
         mask = features["padding_mask"].numpy()
