@@ -52,11 +52,11 @@ def _describe(pipeline, answer, sent, main_output):
                          "confidence about this text)")
     else:
         probabilities = f"probabilities {probabilities}"
-    how = ("resent its release stored today (a repeat: nothing charged)"
-           if sent.resent else "released")
+    how = (f"resent {main_output}: {shown} ... (the release stored for "
+           "this text today: a repeat, nothing charged)" if sent.resent
+           else f"released {main_output}: {shown} ...")
     length = pipeline.length_for(sent.check.tokens + 2)
-    lines = [f"  phone model of length {length}",
-             f"  {how} {main_output}: {shown} ...",
+    lines = [f"  phone model of length {length}", f"  {how}",
              f"  label {answer['label_name'][0]} "
              f"({int(answer['label'][0])}), {probabilities}"]
     if sent.check.warns:

@@ -523,7 +523,8 @@ def _check_model_name(name):
 def export_run(model_dir, output_dir, *, quantization="int8",
                model_name=None, version=1, command=None,
                noise_source=NOISE_INPUT, tokenizer_in_graph=False,
-               lengths=None):
+               lengths=None, budget_per_day=None, budget_total=None,
+               no_budget=False):
     """Exports a training run (see the module docstring).
 
     Args:

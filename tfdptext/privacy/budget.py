@@ -46,6 +46,12 @@ NOT_PRIVATE = "no budget: the export has no privacy guarantee to count"
 _SLACK = 1e-9
 
 
+def amount(value):
+    """An amount of the parameter as shown: at most 4 decimals ('0.25',
+    '10'; float32 epsilons such as 0.9999998 show as '1')."""
+    return f"{round(float(value), 4) + 0.0:g}"
+
+
 def period(now):
     """The UTC day of `now` (an aware datetime), 'YYYY-MM-DD'."""
     return now.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d")
@@ -151,15 +157,15 @@ class Budget:
         left_day = max(0.0, self.per_day - spent_day)
         left_total = max(0.0, self.total - spent_total)
         head = (f"Refused on this device: one release costs {name} "
-                f"{self.per_release:g} ({self.unit}) and ")
+                f"{amount(self.per_release)} ({self.unit}) and ")
         if spent_total + self.per_release > self.total + _SLACK:
-            return (head + f"{name} {left_total:g} of the total budget "
-                    f"{self.total:g} is left. The total budget never "
-                    "renews. Nothing was privatized, sent or charged.")
-        return (head + f"{name} {left_day:g} of today's budget "
-                f"{self.per_day:g} is left ({PERIOD} "
-                f"{period(now)}; {name} {left_total:g} of the total "
-                f"{self.total:g} is left). It renews at "
+            return (head + f"{name} {amount(left_total)} of the total "
+                    f"budget {amount(self.total)} is left. The total budget "
+                    "never renews. Nothing was privatized, sent or charged.")
+        return (head + f"{name} {amount(left_day)} of today's budget "
+                f"{amount(self.per_day)} is left ({PERIOD} "
+                f"{period(now)}; {name} {amount(left_total)} of the total "
+                f"{amount(self.total)} is left). It renews at "
                 f"{renewal(now).strftime('%Y-%m-%dT%H:%M:%SZ')}. Nothing "
                 "was privatized, sent or charged.")
 
@@ -167,10 +173,10 @@ class Budget:
         """The budget in one sentence."""
         if not self.limited:
             return self.none_reason + "."
-        return (f"Budget: {self.parameter} {self.per_day:g} per "
-                f"{PERIOD} and {self.total:g} in total ({self.unit}; "
+        return (f"Budget: {self.parameter} {amount(self.per_day)} per "
+                f"{PERIOD} and {amount(self.total)} in total ({self.unit}; "
                 f"{self.releases_per_day} and {self.releases_total} "
-                f"release(s) of {self.parameter} {self.per_release:g}).")
+                f"release(s) of {self.parameter} {amount(self.per_release)}).")
 
     def to_dict(self):
         out = dataclasses.asdict(self)

@@ -271,13 +271,13 @@ class PrivacyLedger:
     def describe(self):
         """The ledger in words: what was spent, the budget, what is left."""
         spent_day, spent_total = self.spent()
-        name = self.budget.parameter
-        text = (f"Ledger {self.path}: {name} {spent_day:g} spent today "
-                f"({budget_lib.PERIOD}), {spent_total:g} in total "
+        name, show = self.budget.parameter, budget_lib.amount
+        text = (f"Ledger {self.path}: {name} {show(spent_day)} spent today "
+                f"({budget_lib.PERIOD}), {show(spent_total)} in total "
                 f"({self.budget.unit}). ")
         if not self.budget.limited:
             return text + self.budget.describe()
         return text + (
             f"{self.budget.describe()} Left: {name} "
-            f"{max(0.0, self.budget.per_day - spent_day):g} today, "
-            f"{max(0.0, self.budget.total - spent_total):g} in total.")
+            f"{show(max(0.0, self.budget.per_day - spent_day))} today, "
+            f"{show(max(0.0, self.budget.total - spent_total))} in total.")

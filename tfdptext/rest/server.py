@@ -14,8 +14,8 @@ TF Serving unchanged:
 
 Besides, for the web client: `/` leads to the page (/web/index.html, its
 query kept; the page takes a text from the URL's fragment, #text=..., which
-never reaches a server), `/web/...` its scripts and LiteRT.js's files, and `/export/...` the files an app
-ships (`manifest.json` without the training machine's paths, and the
+never reaches a server), `/web/...` its scripts and LiteRT.js's files, and
+`/export/...` the files an app ships (`manifest.json` without the training machine's paths, and the
 manifest's files under user/: the phone model, vocabulary, tokenizer
 settings and test vectors). Nothing else of the export is served.
 

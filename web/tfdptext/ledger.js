@@ -45,7 +45,8 @@ export function renewal(time = new Date()) {
   return next.toISOString().replace('.000Z', 'Z');
 }
 
-const num = (x) => String(Number(x.toPrecision(6)));
+// An amount as shown: at most 4 decimals (as budget.amount in Python).
+const num = (x) => String(Number(x.toFixed(4)) + 0);
 
 /** One release would exceed the budget: the message says what is left and
  *  when it renews. Nothing was privatized, sent or charged. */
@@ -77,7 +78,10 @@ export class LedgerUnavailable extends Error {
 /** The export's budget (manifest.budget; tfdptext/privacy/budget.py). */
 export class Budget {
   constructor(record) {
-    Object.assign(this, record);
+    for (const key of ['parameter', 'unit', 'metric', 'per_release', 'per_day',
+      'total', 'none_reason']) {
+      this[key] = record[key] ?? null;
+    }
   }
 
   /** manifest.budget, or for an export made before budgets the default
