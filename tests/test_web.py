@@ -482,7 +482,7 @@ def _submit(browser, *texts):
 
 
 def test_page_privatizes_and_the_text_never_leaves(browser, http, app,
-                                                   export):
+                                                   export, caplog):
     """#text= is privatized on the device: no request the page makes (URL,
     headers, body; Chrome's Network events) holds a word of the text, while
     the page shows the server's label for its release."""
@@ -529,6 +529,18 @@ def test_page_privatizes_and_the_text_never_leaves(browser, http, app,
     # The stored release is keyed by a keyed hash: no word of the text.
     stored = json.dumps(_ledger(browser)).lower()
     assert not [w for w in words if w in stored]
+    # A text sent in a query anyway: refused, and the request log (werkzeug's
+    # lines, captured here) prints the path without it.
+    caplog.set_level("INFO", logger="werkzeug")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{http}/?text=quokkas+adore", timeout=60)
+    assert refused.value.code == 400
+    assert "quokkas" not in refused.value.read().decode().lower()
+    logged = [r.getMessage() for r in caplog.records
+              if r.name == "werkzeug"]
+    assert any("GET /?<query not logged> HTTP/1.1" in m and "400" in m
+               for m in logged), logged
+    assert not any("quokkas" in m.lower() for m in logged)
 
 
 def test_page_ledger_holds_the_budget(browser, http, app, export):
