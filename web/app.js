@@ -64,6 +64,9 @@ function takeFragmentText() {
 
 async function main() {
   if (params.has('text')) {
+    const kept = new URLSearchParams(params);
+    kept.delete('text');  // out of the address bar and history, at least
+    history.replaceState(null, '', location.pathname + (kept.size ? `?${kept}` : ''));
     setStatus('refused', 'refused: the text was put in the URL\'s query ' +
       '(?text=), which is sent to the server and its logs. Put it after ' +
       '#text= instead (a fragment never leaves this device), or type it ' +
