@@ -57,6 +57,10 @@ def test_default_budgets_and_their_checks():
     assert (metric.per_day, metric.total) == (25.0, 250.0)
     assert metric.scope == "eta/per_token/euclidean"
     assert Budget.for_guarantee(EPS4, per_day=4, total=8).releases_total == 2
+    # A release dearer than the default day: one release a day.
+    dear = Budget.for_guarantee(dict(EPS4, value=31.3))
+    assert (dear.per_day, dear.total, dear.releases_per_day) == (
+        31.3, 100.0, 1)
     assert Budget.for_guarantee(EPS4, total=6).per_day == 6.0
     for bounds, message in (
             ({"per_day": 3}, r"`budget_per_day` \(3\) is below the cost of "

@@ -10,7 +10,9 @@ The export records the budget in its manifest (`manifest.json` "budget",
 `Budget.to_dict`). The default, when the exporter gives none:
 
 - epsilon (pure LDP, any unit): DEFAULT_PER_DAY (10) per UTC day and
-  DEFAULT_TOTAL (100) in total;
+  DEFAULT_TOTAL (100) in total; when one release costs more than 10 (e.g.
+  a per-token guarantee with word dropout), one release's cost per day,
+  so that a default export can release at all;
 - metric DP (eta x distance): eta scales have no common meaning across
   metrics, so DEFAULT_METRIC_RELEASES_PER_DAY (10) releases' worth per day
   and DEFAULT_METRIC_RELEASES_TOTAL (100) in total.
@@ -220,7 +222,8 @@ class Budget:
             day_default = DEFAULT_METRIC_RELEASES_PER_DAY * float(value)
             total_default = DEFAULT_METRIC_RELEASES_TOTAL * float(value)
         else:
-            day_default, total_default = DEFAULT_PER_DAY, DEFAULT_TOTAL
+            day_default = max(DEFAULT_PER_DAY, float(value))
+            total_default = max(DEFAULT_TOTAL, day_default)
         if per_day is None:
             per_day = day_default if total is None else min(
                 day_default, total)

@@ -94,8 +94,10 @@ export class Budget {
       return new Budget({...base, per_release: 0, per_day: null, total: null,
         none_reason: NOT_PRIVATE});
     }
-    const day = g.metric ? DEFAULT_METRIC_RELEASES_PER_DAY * g.value : DEFAULT_PER_DAY;
-    const total = g.metric ? DEFAULT_METRIC_RELEASES_TOTAL * g.value : DEFAULT_TOTAL;
+    const day = g.metric ? DEFAULT_METRIC_RELEASES_PER_DAY * g.value :
+      Math.max(DEFAULT_PER_DAY, g.value);
+    const total = g.metric ? DEFAULT_METRIC_RELEASES_TOTAL * g.value :
+      Math.max(DEFAULT_TOTAL, day);
     return new Budget({...base, per_release: g.value, per_day: day, total,
       none_reason: null});
   }
