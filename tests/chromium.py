@@ -48,6 +48,9 @@ def launch(profile_dir):
     options.binary_location = CHROMIUM
     for flag in (*FLAGS, f"--user-data-dir={profile_dir}"):
         options.add_argument(flag)
+    # Every request the page makes, as Chrome's DevTools Network events
+    # (`requests`).
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_script_timeout(600)
     return driver
@@ -68,9 +71,30 @@ def run_async(driver, body, *args):
     return result.get("value")
 
 
+def requests(driver):
+    """The requests the browser sent since the last call: [{url, method,
+    headers, body}] from the performance log's Network.requestWillBeSent
+    events (the log is drained)."""
+    import base64
+    import json
+
+    sent = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] != "Network.requestWillBeSent":
+            continue
+        request = message["params"]["request"]
+        body = request.get("postData") or "".join(
+            base64.b64decode(part.get("bytes", "")).decode("utf-8", "replace")
+            for part in request.get("postDataEntries", []))
+        sent.append({"url": request["url"], "method": request["method"],
+                     "headers": request.get("headers", {}), "body": body})
+    return sent
+
+
 def open_page(driver, url):
     """Loads the page and waits until it has loaded its model and handled
-    its ?text= (window.tfdptextReady)."""
+    its #text= (window.tfdptextReady)."""
     driver.get(url)
     run_async(driver, "await window.tfdptextReady; return true;")
 

@@ -12,6 +12,15 @@ SHARED_DATA = os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
 
 
+@pytest.fixture(autouse=True)
+def _private_ledger(tmp_path_factory, monkeypatch):
+    """A privacy ledger of each test's own (tfdptext-predict and
+    ExportedPipeline.ledger() read $TFDPTEXT_LEDGER): never the user's, and
+    no test spends another's budget."""
+    monkeypatch.setenv("TFDPTEXT_LEDGER", str(
+        tmp_path_factory.mktemp("ledger") / "ledger.json"))
+
+
 @pytest.fixture(scope="session")
 def shared_data():
     """../shared/data beside the checkout; tests skip without it."""

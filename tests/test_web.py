@@ -9,6 +9,7 @@ browser tests skip, with the reason, where Debian's chromium, its driver
 or web/node_modules are missing (`make test` installs them).
 """
 
+import datetime
 import gzip
 import json
 import os
@@ -33,14 +34,19 @@ from tfdptext.data import tokenizer_vectors
 from tfdptext.export import exporter
 from tfdptext.export.local import ExportedPipeline
 from tfdptext.export.local import PhoneInputError
+from tfdptext.export.local import UnknownTokensWarning
 from tfdptext.models import input_checks
 from tfdptext.models import secure
+from tfdptext.privacy import budget as budget_lib
 from tfdptext.privacy import categorical
+from tfdptext.privacy import text_checks
 from tfdptext.rest import server as rest_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPSILON = 1.0
 TEXT = "The delivery was fast and the staff were friendly."
+# 10 of its 21 tokens are [UNK] for the MiniLM vocabulary.
+JAPANESE = "東京株式市場で日経平均株価が大幅に反落した"
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +181,65 @@ def test_phone_model_refuses_bad_token_inputs(export):
         pipeline.privatize([TEXT])
 
 
+def test_pipeline_and_predict_release_each_text_once(export, tmp_path,
+                                                     monkeypatch):
+    """ExportedPipeline.release and tfdptext-predict under the export's
+    budget: nothing is charged for an empty text or a refused release; the
+    same text again resends its stored release; [UNK] is warned about."""
+    out, manifest = export
+    assert manifest["budget"] == budget_lib.Budget.for_guarantee(
+        manifest["guarantee"]).to_dict()
+    assert manifest["budget"]["per_day"] == 10.0
+    assert manifest["user"]["text_checks"]["unknown_share_limit"] == 0.25
+    with pytest.raises(exporter.ExportError, match=r"`budget_per_day` "
+                       r"\(0\.5\) is below the cost of one release"):
+        exporter.export_run(os.path.join(os.path.dirname(out), "quickstart"),
+                            str(tmp_path / "refused"), budget_per_day=0.5)
+    assert not os.path.exists(tmp_path / "refused")
+    pipeline = ExportedPipeline(out)
+    path = tmp_path / "ledger.json"
+    ledger = pipeline.ledger(str(path))
+    for text in ("", "  \n\t", "\u200b"):
+        with pytest.raises(text_checks.EmptyTextError, match="no token"):
+            pipeline.release(text, ledger)
+        with pytest.raises(text_checks.EmptyTextError, match=r"\[1\]"):
+            pipeline.privatize([TEXT, text])
+    assert not path.exists()  # nothing was ever charged
+    with pytest.warns(UnknownTokensWarning, match="10 of 21 tokens"):
+        pipeline.privatize([JAPANESE])
+    first = pipeline.release(TEXT, ledger)
+    again = pipeline.release(TEXT, ledger)
+    assert (first.resent, again.resent) == (False, True)
+    np.testing.assert_array_equal(first.release["private_code"],
+                                  again.release["private_code"])
+    assert ledger.spent() == pytest.approx((1.0, 1.0))
+
+    def refused(*args):
+        raise secure.RandomnessError("the words failed their checks")
+
+    monkeypatch.setattr(pipeline, "_privatize_one", refused)
+    with pytest.raises(secure.RandomnessError):
+        pipeline.release("another text", ledger)
+    assert ledger.spent() == pytest.approx((1.0, 1.0))  # returned
+    predict = [sys.executable, os.path.join(ROOT, "export",
+                                            "tfdptext-predict"),
+               f"--export_dir={out}", f"--ledger={tmp_path / 'cli.json'}"]
+    result = subprocess.run([*predict, TEXT, TEXT, JAPANESE],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("  released private_code") == 2
+    assert "... (the release stored for this text today: a repeat, " \
+        "nothing charged)" in result.stdout
+    assert "warning: 10 of 21 tokens (48%, above 25%)" in result.stdout
+    assert "epsilon 2 spent today (UTC day), 2 in total" in result.stdout
+    empty = subprocess.run([*predict, "new text", "   "],
+                           capture_output=True, text=True, timeout=300)
+    assert empty.returncode == 2 and "Text(s) [1] hold no token" in \
+        empty.stderr and "Traceback" not in empty.stderr
+    cli = pipeline.ledger(str(tmp_path / "cli.json"))
+    assert cli.spent() == pytest.approx((2.0, 2.0))
+
+
 # tfdptext-serve: TF Serving's REST API.
 
 
@@ -275,9 +340,17 @@ def test_status_metadata_and_files(client, export):
         response = client.get(path)
         assert response.status_code == 404, path
         assert "error" in response.get_json()
-    page = client.get("/?text=hello")
+    page = client.get("/?export=/export/")
     assert page.status_code == 302
-    assert page.headers["Location"].endswith("/web/index.html?text=hello")
+    assert page.headers["Location"].endswith("/web/index.html?export=/export/")
+    # A text in the query is refused, never echoed (it would reach logs).
+    for path in ("/?text=my+secret+diagnosis", "/web/index.html?text=my+"
+                 "secret+diagnosis", "/web/?export=x&text=my%20secret"):
+        refused = client.get(path)
+        assert refused.status_code == 400, path
+        assert refused.get_json() == {"error": rest_server.TEXT_IN_QUERY}
+        assert b"secret" not in refused.data and "Location" not in \
+            refused.headers
     if not chromium.missing():
         wasm = client.get("/web/node_modules/@litertjs/core/wasm/"
                           "litert_wasm_internal.wasm")
@@ -467,34 +540,196 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
-def test_page_privatizes_and_the_server_answers_a_label(browser, http, app,
-                                                        export):
+# The ledger's localStorage key (web/tfdptext/ledger.js).
+LEDGER = "tfdptext.ledger/1"
+SECRET = "Quokkas adore zanzibari marmalade at the harbour"
+
+
+def _fresh_page(browser, http, fragment=""):
+    """The page with an empty ledger (this origin's storage cleared)."""
+    chromium.open_page(browser, f"{http}/web/index.html")
+    browser.execute_script("localStorage.clear();")
+    if fragment:
+        chromium.open_page(browser, f"{http}/{fragment}")
+
+
+def _ledger(browser):
+    """The page's ledger as stored (None when none was written)."""
+    raw = browser.execute_script(f"return localStorage.getItem('{LEDGER}');")
+    return raw if raw is None else json.loads(raw)
+
+
+def _spent(browser):
+    """(spent today, spent in total) in the export's scope, in releases
+    (the export's epsilon is 1 up to float32)."""
+    state = _ledger(browser) or {"scopes": {}}
+    scope = state["scopes"].get("epsilon/per_text", {"days": {},
+                                                     "total": 0})
+    return (round(sum(scope["days"].values()), 3), round(scope["total"], 3))
+
+
+def _submit(browser, *texts):
+    """Submits `texts` at once in the page: their outcomes."""
+    return chromium.run_async(browser, "return await Promise.all("
+                              "args.map((t) => window.tfdptextSubmit(t)));",
+                              *texts)
+
+
+def test_page_privatizes_and_the_text_never_leaves(browser, http, app,
+                                                   export, caplog):
+    """#text= is privatized on the device: no request the page makes (URL,
+    headers, body; Chrome's Network events) holds a word of the text, while
+    the page shows the server's label for its release."""
     _, manifest = export
+    _fresh_page(browser, http)
     before = app.model.predictions
-    chromium.open_page(browser, f"{http}/?text={urllib.parse.quote(TEXT)}")
+    chromium.requests(browser)  # drained: only this load's requests below
+    chromium.open_page(browser, f"{http}/#text={urllib.parse.quote(SECRET)}")
     assert chromium.text_of(browser, "status") == \
         "sent; the server answered", chromium.text_of(browser, "status")
     assert chromium.text_of(browser, "label") in manifest["label_names"]
+    sent = chromium.requests(browser)
+    predict = [r for r in sent if r["method"] == "POST"]
+    assert len(predict) == 1 and predict[0]["url"].endswith(
+        "/v1/models/quickstart/versions/1:predict")
+    assert json.loads(predict[0]["body"])["inputs"].keys() == {
+        "private_code"}  # the release alone
+    assert len(sent) >= 6  # the page, its scripts, the export's files
+    words = {w.lower() for w in re.findall(r"\w+", SECRET) if len(w) > 2}
+    for request in sent:
+        seen = " ".join([request["url"], urllib.parse.unquote_plus(
+            request["url"]), json.dumps(request["headers"]),
+            request["body"]]).lower()
+        assert not [w for w in words if w in seen], request
+    # The fragment is gone from the address bar and history entry.
+    assert "text=" not in browser.current_url
     release = chromium.text_of(browser, "release")
     assert re.match(r"code [01] \(one of 2 codes; private_code\) \(phone "
-                    r"model of length 16, 12 tokens\)", release), release
-    sent = json.loads(chromium.text_of(browser, "request"))
-    assert sent["inputs"].keys() == {"private_code"}  # the release alone
+                    r"model of length 32, 17 tokens\)", release), release
     assert app.model.predictions == before + 1
     assert "table row for the released code" in chromium.text_of(
         browser, "answer")
     assert "1-LDP per text" in chromium.text_of(browser, "guarantee")
-    assert re.search(r": 1 release\(s\) x epsilon 1\.00 = epsilon 1\.00",
+    assert chromium.text_of(browser, "budget") == (
+        "Budget: epsilon 10 per UTC day and 100 in total (per_text; 10 and "
+        "100 release(s) of epsilon 1).")
+    assert re.search(r": epsilon 1 spent today, 1 in total .* Left: "
+                     r"epsilon 9 today, 99 in total\.$",
                      chromium.text_of(browser, "ledger"))
+    assert "Clearing this site's data (or a private window, another " \
+        "browser or another device) erases it: the budget starts again" in \
+        " ".join(chromium.text_of(browser, "storage").split())
     assert f"all {len(tokenizer_vectors.CASES)} test vectors" in \
         chromium.text_of(browser, "model")
-    # One release spent today: a daily budget of epsilon 2.5 allows one
-    # more, not two.
-    chromium.open_page(browser, f"{http}/?text=good&budget=2.5")
-    assert chromium.text_of(browser, "status") == "sent; the server answered"
-    chromium.open_page(browser, f"{http}/?text=good&budget=2.5")
-    assert "budget is spent" in chromium.text_of(browser, "status")
-    assert app.model.predictions == before + 2
+    # The stored release is keyed by a keyed hash: no word of the text.
+    stored = json.dumps(_ledger(browser)).lower()
+    assert not [w for w in words if w in stored]
+    # A text sent in a query anyway: refused, and the request log (werkzeug's
+    # lines, captured here) prints the path without it.
+    caplog.set_level("INFO", logger="werkzeug")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{http}/?text=quokkas+adore", timeout=60)
+    assert refused.value.code == 400
+    assert "quokkas" not in refused.value.read().decode().lower()
+    logged = [r.getMessage() for r in caplog.records
+              if r.name == "werkzeug"]
+    assert any("GET /?<query not logged> HTTP/1.1" in m and "400" in m
+               for m in logged), logged
+    assert not any("quokkas" in m.lower() for m in logged)
+
+
+def test_page_ledger_holds_the_budget(browser, http, app, export):
+    """Empty text refused and uncharged; [UNK] warned; with one release
+    left, a double submit and two tabs each send exactly one; the same text
+    again resends its stored release for free; a new model version keeps
+    what was spent; no budget is shown as the exporter's choice."""
+    _fresh_page(browser, http)
+    before = app.model.predictions
+    for text in ("", "   \n\t ", "\u200b\u00ad"):
+        [out] = _submit(browser, text)
+        assert out["state"] == "refused" and "no token" in out["message"]
+    assert _spent(browser) == (0, 0) and app.model.predictions == before
+    [out] = _submit(browser, JAPANESE)
+    assert out["state"] == "sent"
+    assert chromium.text_of(browser, "warning").startswith(
+        "warning: 10 of 21 tokens (48%, above 25%) are unknown")
+    # Eight more distinct texts: 9 of 10 spent today, one release left.
+    assert {o["state"] for o in _submit(
+        browser, *[f"text number {i}" for i in range(8)])} == {"sent"}
+    assert _spent(browser) == (9, 9)
+    outs = _submit(browser, "double submit one", "double submit two")
+    assert sorted(o["state"] for o in outs) == ["refused", "sent"]
+    [refusal] = [o["message"] for o in outs if o["state"] == "refused"]
+    tomorrow = (datetime.datetime.now(datetime.timezone.utc).date()
+                + datetime.timedelta(days=1)).isoformat()
+    assert "epsilon 0 of today's budget 10 is left" in refusal
+    assert f"renews at {tomorrow}T00:00:00Z" in refusal
+    assert app.model.predictions == before + 10 and _spent(browser) == (
+        10, 10)
+    # A repeat is free: the stored request, resent.
+    stored = [r["release"]["request"] for r in _ledger(browser)[
+        "releases"].values()]
+    [again] = _submit(browser, "text number 3")
+    assert again == {"state": "sent", "resent": True, "message": ""}
+    assert json.loads(chromium.text_of(browser, "request")) in stored
+    assert "resent" in chromium.text_of(browser, "release")
+    assert app.model.predictions == before + 11 and _spent(browser) == (
+        10, 10)
+    # Two tabs, one release left: tab A reserves and is held inside the
+    # phone model; tab B's submit is refused; A's goes out.
+    browser.execute_script(f"""
+        const s = JSON.parse(localStorage.getItem('{LEDGER}'));
+        const day = new Date().toISOString().slice(0, 10);
+        s.scopes['epsilon/per_text'].days[day] = 9;
+        localStorage.setItem('{LEDGER}', JSON.stringify(s));""")
+    tab_a = browser.current_window_handle
+    browser.execute_script("""
+        const client = window.tfdptextClient;
+        const privatize = client.privatize.bind(client);
+        client.privatize = async (t) => {
+          await new Promise((go) => { window.go = go; });
+          return privatize(t);
+        };
+        window.pending = window.tfdptextSubmit('from tab a');""")
+    browser.switch_to.new_window("tab")
+    try:
+        chromium.open_page(browser, f"{http}/web/index.html")
+        [b] = _submit(browser, "from tab b")
+        assert b["state"] == "refused", b
+        assert "epsilon 0 of today's budget" in b["message"]
+    finally:
+        browser.close()
+        browser.switch_to.window(tab_a)
+    a = chromium.run_async(browser, "window.go(); return await "
+                           "window.pending;")
+    assert a["state"] == "sent" and app.model.predictions == before + 12
+    # Across model versions the spending carries over (the ledger's key is
+    # the origin and the privacy unit); releases are per model.
+    carried = chromium.run_async(browser, """
+        const {Budget, PrivacyLedger} = await import(
+          '/web/tfdptext/ledger.js');
+        const budget = Budget.of(window.tfdptextClient.manifest);
+        const v2 = new PrivacyLedger(localStorage, budget, 'quickstart/2');
+        const spent = v2.spent().map((x) => Math.round(x * 1000) / 1000);
+        let refused = '';
+        try {
+          await v2.reserve('text number 3');
+        } catch (err) {
+          refused = err.name;
+        }
+        return {spent, refused};""")
+    assert carried == {"spent": [10, 11], "refused": "BudgetExhausted"}
+    # No budget, chosen at export: shown as such.
+    record = app.model.manifest["budget"]
+    app.model.manifest["budget"] = dict(
+        record, per_day=None, total=None, none_reason=budget_lib.CHOSEN_NONE)
+    try:
+        chromium.open_page(browser, f"{http}/web/index.html")
+    finally:
+        app.model.manifest["budget"] = record
+    assert chromium.text_of(browser, "budget") == (
+        "No budget: chosen at export (--no_budget). Releases are counted "
+        "here but never refused.")
 
 
 def test_browser_releases_follow_the_python_channel(browser, http, export):
@@ -547,15 +782,16 @@ def test_browser_tokenizer_matches_python_on_hard_strings(browser, http,
 ])
 def test_a_broken_random_source_fails_closed(browser, http, app, source):
     """crypto.getRandomValues replaced before the page runs (zeros, a
-    constant byte): the phone model refuses, the page says so, and nothing
-    reaches the server."""
+    constant byte): the phone model refuses, the page says so, nothing
+    reaches the server and the ledger's reservation is returned."""
+    _fresh_page(browser, http)
     script = browser.execute_cdp_cmd(
         "Page.addScriptToEvaluateOnNewDocument",
         {"source": f"Crypto.prototype.getRandomValues = function (a) "
                    f"{{ {source} }};"})
     before = app.model.predictions
     try:
-        chromium.open_page(browser, f"{http}/?text=hello")
+        chromium.open_page(browser, f"{http}/#text=hello")
     finally:
         browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument",
                                 script)
@@ -567,6 +803,7 @@ def test_a_broken_random_source_fails_closed(browser, http, app, source):
         "nothing: the release was refused on this device"
     assert chromium.text_of(browser, "label") == ""
     assert app.model.predictions == before
+    assert _spent(browser) == (0, 0) and not _ledger(browser)["reserved"]
 
 
 def _subset(shown, real, where="manifest"):

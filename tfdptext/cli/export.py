@@ -65,6 +65,21 @@ def define_flags(flag_values=FLAGS):
         "attacker with the .tflite and one release can recover the seed and "
         "remove the noise; the manifest's guarantee says so.",
         flag_values=flag_values)
+    flags.DEFINE_float(
+        "budget_per_day", None, "The user's privacy budget per UTC day, in "
+        "the guarantee's parameter and unit (epsilon, or eta for metric "
+        "DP), recorded in manifest.json for every client's ledger. "
+        "Default: epsilon 10 (metric DP: 10 releases' worth).",
+        flag_values=flag_values)
+    flags.DEFINE_float(
+        "budget_total", None, "The user's privacy budget in total (never "
+        "renews). Default: epsilon 100 (metric DP: 100 releases' worth).",
+        flag_values=flag_values)
+    flags.DEFINE_bool(
+        "no_budget", False, "Export without a privacy budget, "
+        "deliberately: the clients count releases but never refuse one, "
+        "and say that the exporter chose no budget.",
+        flag_values=flag_values)
 
 
 def _check_paths():
@@ -129,6 +144,8 @@ def export(argv):
         model_name=FLAGS.model_name, version=FLAGS.version,
         noise_source=FLAGS.noise_source,
         tokenizer_in_graph=FLAGS.tokenizer_in_graph, lengths=lengths,
+        budget_per_day=FLAGS.budget_per_day,
+        budget_total=FLAGS.budget_total, no_budget=FLAGS.no_budget,
         command=" ".join([NAME] + sys.argv[1:]))
     _print_summary(manifest)
 
@@ -154,6 +171,9 @@ def _print_summary(manifest):
               "attacker who has the .tflite and one release.")
     print(f"  {manifest['server']['path']}: signature serving_default, "
           f"inputs {list(manifest['server']['inputs'])}")
+    from tfdptext.privacy import budget
+
+    print("  " + budget.Budget.from_dict(manifest["budget"]).describe())
 
 
 def main():

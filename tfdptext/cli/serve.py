@@ -10,8 +10,10 @@ or "inputs", `GET /v1/models/NAME[/versions/N][/metadata]`, errors as
 per request), so an app tested against
 it works against TF Serving unchanged (docs/guides/export.md gives TF
 Serving's command). It also serves the web client: open
-http://HOST:PORT/?text=... to privatize a text in the browser with the
-export's phone model and send only the release here. --port=0 picks a free
+http://HOST:PORT/#text=... to privatize a text in the browser with the
+export's phone model and send only the release here (the text goes in the
+URL's fragment, which the browser never sends; a `?text=` query is refused
+with 400). --port=0 picks a free
 port; the first line printed says where it listens.
 """
 
@@ -73,8 +75,8 @@ def serve(argv):
         model.manifest["guarantee"]))))
     print(f"  REST: POST {url}/v1/models/{model.name}:predict "
           "(TF Serving's API)")
-    print(f"  page: {url}/?text=... (the phone model runs in the browser; "
-          "only the release is sent here)" if app.web_dir else
+    print(f"  page: {url}/#text=... (the phone model runs in the browser; "
+          "the text stays there, only the release is sent here)" if app.web_dir else
           "  page: none (--web_dir is empty)", flush=True)
     try:
         httpd.serve_forever()

@@ -68,6 +68,7 @@ import tensorflow as tf
 
 from tfdptext import rundir
 from tfdptext import runfiles
+from tfdptext.privacy import text_checks
 from tfdptext.data import tokenizer_vectors
 from tfdptext.data.tokenization import TextTokenizer
 from tfdptext.errors import TfdptextError
@@ -78,6 +79,7 @@ from tfdptext.models import input_checks
 from tfdptext.models import secure
 from tfdptext.models import split as split_lib
 from tfdptext.models import split_spec
+from tfdptext.privacy import budget as budget_lib
 from tfdptext.privacy import extraction
 from tfdptext.privacy import guarantee as guarantee_lib
 from tfdptext.privacy import randomness
@@ -142,6 +144,9 @@ class ExportOptions:
     tokenizer_in_graph: bool = False
     command: str = None
     lengths: tuple = None  # None: default_lengths(max_length)
+    budget_per_day: float = None  # None: tfdptext.privacy.budget's default
+    budget_total: float = None
+    no_budget: bool = False
 
     def check(self):
         """Raises ExportError for a value out of range; returns self.
@@ -475,7 +480,8 @@ def _check_model_name(name):
 def export_run(model_dir, output_dir, *, quantization="int8",
                model_name=None, version=1, command=None,
                noise_source=NOISE_INPUT, tokenizer_in_graph=False,
-               lengths=None):
+               lengths=None, budget_per_day=None, budget_total=None,
+               no_budget=False):
     """Exports a training run (see the module docstring).
 
     Args:
@@ -498,18 +504,28 @@ def export_run(model_dir, output_dir, *, quantization="int8",
             run's max_length (max_length is always added); default: 16,
             32, 64, ... below max_length, plus max_length. One signature
             per length in user/privatizer.tflite (module docstring).
+        budget_per_day, budget_total: the user's privacy budget per UTC
+            day and in total, in the guarantee's parameter and unit,
+            recorded in the manifest ("budget") for every client's ledger
+            (default: `tfdptext.privacy.budget.Budget.for_guarantee`).
+        no_budget: export without a budget, deliberately (recorded and
+            shown by the clients); excludes the two above.
 
     Returns the manifest dict. Raises ExportError before writing anything
     when the output exists or the run cannot be exported.
     """
     options = ExportOptions(quantization, model_name, version, noise_source,
                             tokenizer_in_graph, command,
-                            _check_length_values(lengths)).check()
+                            _check_length_values(lengths),
+                            budget_per_day=budget_per_day,
+                            budget_total=budget_total,
+                            no_budget=bool(no_budget)).check()
     runfiles.check_output_path(output_dir, error=ExportError)
     if os.path.exists(output_dir):
         raise ExportError(f"`output_dir` {output_dir} exists; choose a new "
                           "directory (exports are never overwritten).")
     source = check_run_dir(model_dir)
+    _budget(source.split["guarantee"], options)  # refused before any work
     options = dataclasses.replace(
         options,
         model_name=_check_model_name(model_name or os.path.basename(
@@ -555,6 +571,7 @@ def _export_into(out, source, options):
     tokenizer = write_tokenizer(source, out)
     user_record["tokenizer"] = tokenizer.config()
     user_record["tokenizer_vectors"] = rundir.TOKENIZER_VECTORS
+    user_record["text_checks"] = text_checks.manifest_record()
     user_record["text_in"] = (
         convert_text_input(phone, tokenizer, out, options)
         if options.tokenizer_in_graph else None)
@@ -800,6 +817,17 @@ def _server_length_contract(source):
         "Longer releases, or a mask of another length, are refused")
 
 
+def _budget(guarantee, options):
+    """The export's budget record (`tfdptext.privacy.budget`);
+    ExportError naming the flag for bounds that cannot hold."""
+    try:
+        return budget_lib.Budget.for_guarantee(
+            guarantee, options.budget_per_day, options.budget_total,
+            options.no_budget).to_dict()
+    except TfdptextError as err:
+        raise ExportError(str(err)) from None
+
+
 def write_manifest(out, *, source, options, guarantee, user_record,
                    server_record, label_names):
     """Step 4, last: the manifest, with the size and SHA-256 of every file
@@ -812,6 +840,7 @@ def write_manifest(out, *, source, options, guarantee, user_record,
         "parameters": source.metrics["parameters"],
         "guarantee": guarantee.to_dict(),
         "guarantee_text": str(guarantee),
+        "budget": _budget(guarantee.to_dict(), options),
         "split_point": source.spec.name,
         "user": user_record,
         "server": server_record,

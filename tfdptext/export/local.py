@@ -11,10 +11,12 @@ Exports made before lengths have one model, of max_length.
 """
 
 import dataclasses
+import warnings
 
 import numpy as np
 
 from tfdptext import rundir
+from tfdptext.privacy import text_checks
 from tfdptext.errors import TfdptextError
 from tfdptext.models import input_checks
 from tfdptext.models import secure
@@ -24,6 +26,37 @@ from tfdptext.models import split_spec
 class ExportDirError(TfdptextError):
     """The directory is not a complete, readable tfdptext export; the
     message names the file."""
+
+
+class UnknownTokensWarning(UserWarning):
+    """A text's share of [UNK] tokens is above the export's limit
+    (`tfdptext.privacy.text_checks`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sent:
+    """One text released under a ledger (`ExportedPipeline.release`).
+
+    Attributes:
+        release: what is sent, as `privatize` returns it for this text.
+        resent: True when it is the text's release stored today (a repeat:
+            nothing was charged).
+        check: the text's `tfdptext.privacy.text_checks.TextCheck`.
+    """
+
+    release: dict
+    resent: bool
+    check: text_checks.TextCheck
+
+
+def _release_to_json(release):
+    return {k: {"dtype": str(v.dtype), "value": v.tolist()}
+            for k, v in release.items()}
+
+
+def _release_from_json(stored):
+    return {k: np.asarray(v["value"], dtype=v["dtype"])
+            for k, v in stored.items()}
 
 
 class PhoneInputError(TfdptextError):
@@ -175,8 +208,62 @@ class ExportedPipeline:
         mask = self.tokenizer(list(texts))["padding_mask"].numpy()
         return [self.length_for(int(row.sum())) for row in mask]
 
-    def privatize(self, texts):
+    @property
+    def model_identity(self):
+        """What a stored release belongs to: the server model's name and
+        version and the phone model's SHA-256 (a ledger stores releases
+        per model, and spends across models)."""
+        server = self.manifest["server"]
+        digest = self.manifest["files"][self.models[-1].file]["sha256"]
+        return f"{server['model_name']}/{server['version']}/{digest[:16]}"
+
+    def ledger(self, path=None):
+        """The device's `tfdptext.privacy.ledger.PrivacyLedger` for this
+        export's budget (its manifest's "budget"), at `path` (default:
+        `tfdptext.privacy.ledger.default_path()`)."""
+        from tfdptext.privacy import budget
+        from tfdptext.privacy import ledger
+
+        return ledger.PrivacyLedger(path or ledger.default_path(),
+                                    budget.Budget.of_manifest(self.manifest),
+                                    model=self.model_identity)
+
+    def check_texts(self, texts, features=None):
+        """The TextCheck of each text (`tfdptext.privacy.text_checks`)."""
+        features = features or self.tokenizer(list(texts))
+        ids = features["token_ids"].numpy()
+        mask = features["padding_mask"].numpy()
+        unk = self.manifest["user"]["tokenizer"].get("unk_id", 100)
+        limit = text_checks.limit_of(self.manifest)
+        return [text_checks.check_ids(ids[i], mask[i], unk, limit)
+                for i in range(len(ids))]
+
+    def release(self, text, ledger):
+        """One text released once under `ledger` (a PrivacyLedger): Sent.
+
+        The text is checked first (EmptyTextError for no token: nothing
+        charged); the ledger reserves one release (BudgetExhausted,
+        ReleaseInProgress: nothing charged) or returns the text's release
+        stored today, which is sent again for free; a phone model refusal
+        returns the reservation; a release made is stored and charged.
+        """
+        [check] = self.check_texts([text])
+        text_checks.refuse_empty([check])
+        with ledger.reserve(text) as reservation:
+            if reservation.stored is not None:
+                return Sent(_release_from_json(reservation.stored), True,
+                            check)
+            release = self.privatize([text], checks=[check])
+            reservation.commit(_release_to_json(release))
+        return Sent(release, False, check)
+
+    def privatize(self, texts, checks=None):
         """What leaves the phone: the TFLite models' outputs (a dict).
+
+        Texts with no token are refused (EmptyTextError, `tfdptext.data.
+        text_checks`); a text with too many [UNK] tokens is released with
+        an UnknownTokensWarning (unless `checks`, the texts' TextChecks,
+        are given: the caller reports them).
 
         Each text runs on the shortest model that holds its tokens. For
         token-level splits the releases of a batch are padded to the
@@ -185,6 +272,13 @@ class ExportedPipeline:
         answer unchanged; the padding mask is added, as the app sends it.
         """
         features = self.tokenizer(list(texts))
+        given = checks is not None  # the caller reports their warnings
+        checks = checks if given else self.check_texts(texts, features)
+        text_checks.refuse_empty(checks)
+        for i, check in enumerate(checks):
+            if check.warns and not given:
+                warnings.warn(f"text {i}: {check.warning()}",
+                              UnknownTokensWarning, stacklevel=2)
         ids = features["token_ids"].numpy()
         mask = features["padding_mask"].numpy()
         released = [self._privatize_one(ids[i:i + 1], mask[i:i + 1], i)

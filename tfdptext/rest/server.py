@@ -20,13 +20,18 @@ and tfdptext-serve defines no labels). A predict request holds at most
 the signature's outputs only (probabilities, label, label name).
 
 Besides, for the web client: `/` leads to the page (/web/index.html, its
-query kept), `/web/...` its scripts and LiteRT.js's files, and `/export/...` the files an app
-ships (`manifest.json` without the training machine's paths, and the
+query kept; the page takes a text from the URL's fragment, #text=..., which
+never reaches a server), `/web/...` its scripts and LiteRT.js's files, and
+`/export/...` the files an app ships (`manifest.json` without the training machine's paths, and the
 manifest's files under user/: the phone model, vocabulary, tokenizer
 settings and test vectors). Nothing else of the export is served. These
 files go out gzip-compressed to clients that accept it, with an ETag and
 `Cache-Control: no-cache` (`tfdptext.rest.static`): a reload is answered
 304 with no body.
+
+A request for the page or its files that carries a `text` query parameter
+is refused (400) without echoing it: a query reaches this server, its logs
+and any proxy's. The request log prints paths without their query.
 
 Every error reaches the client as {"error": "..."}: a bad request with TF
 Serving's message kind and status 400 (404 for an unknown model or
@@ -76,6 +81,13 @@ TYPES = {".wasm": "application/wasm", ".js": "text/javascript",
          ".mjs": "text/javascript", ".tflite": "application/octet-stream",
          ".json": "application/json", ".txt": "text/plain; charset=utf-8",
          ".html": "text/html; charset=utf-8", ".css": "text/css"}
+# The page's text travels in the URL's fragment, never in a query.
+TEXT_PARAMETER = "text"
+TEXT_IN_QUERY = (
+    "Refused: a text in the query (?text=) reaches the server and its logs. "
+    "Open the page with the text after #text= (a fragment never leaves the "
+    "browser), or type it in the page's form. The text was not used or "
+    "kept.")
 _ASSERTION = re.compile(r"assertion failed: \[(.*?)\](?: \[(.*?)\])?\s*"
                         r"(?:\[\[|$)", re.S)
 
@@ -272,6 +284,8 @@ class ServingApp:
         if request.method not in ("GET", "HEAD"):
             raise RestError("NOT_FOUND", f"Nothing to {request.method} at "
                             f"{path}.")
+        if TEXT_PARAMETER in request.args:
+            raise RestError("INVALID_ARGUMENT", TEXT_IN_QUERY)
         if path in ("/", "/web", "/web/"):
             query = request.query_string.decode("latin-1")
             return http_utils.redirect(
@@ -351,7 +365,21 @@ def _version(text):
     return None if text is None else int(text)
 
 
+class _QuietQueryHandler(serving.WSGIRequestHandler):
+    """werkzeug's request handler, logging each request's path without its
+    query string (a query may hold what a user typed)."""
+
+    def log_request(self, code="-", size="-"):
+        hidden = "?<query not logged>"
+        if "?" in getattr(self, "path", ""):
+            self.path = self.path.split("?", 1)[0] + hidden
+        self.requestline = re.sub(r"\?\S*", hidden, self.requestline)
+        super().log_request(code, size)
+
+
 def make_server(app, host="127.0.0.1", port=8501):
     """A threaded WSGI server for `app` (werkzeug's), not yet serving;
-    `.server_port` is the port it bound (port 0: a free one)."""
-    return serving.make_server(host, port, app, threaded=True)
+    `.server_port` is the port it bound (port 0: a free one). Its request
+    log leaves queries out."""
+    return serving.make_server(host, port, app, threaded=True,
+                               request_handler=_QuietQueryHandler)
