@@ -178,6 +178,25 @@ def dask_cluster(tmp_path):
         logs.close()
 
 
+def scheduler_clients(client):
+    """The ids of the clients connected to `client`'s scheduler (a lambda
+    travels by value: the scheduler cannot import this module)."""
+    return client.run_on_scheduler(
+        lambda dask_scheduler: sorted(dask_scheduler.clients))
+
+
+def job_clients_closed(client, wait=10):
+    """Whether, within `wait` seconds, `client` is the only client the
+    scheduler still serves (besides its own "fire-and-forget" one)."""
+    deadline = time.time() + wait
+    while True:
+        others = [c for c in scheduler_clients(client)
+                  if c not in (client.id, "fire-and-forget")]
+        if not others or time.time() > deadline:
+            return not others
+        time.sleep(0.2)
+
+
 def test_dask_cluster_of_two_workers_has_the_same_law(corpus, tmp_path,
                                                       dask_cluster):
     from dask.distributed import Client
@@ -201,6 +220,9 @@ def test_dask_cluster_of_two_workers_has_the_same_law(corpus, tmp_path,
         # most once, however many bundles (dask partitions, each calling
         # DoFn.setup) it ran.
         loads = client.run(mechanisms.builds)
+        # The job closed the client Beam's DaskRunner opened: only this
+        # test's client is still connected to the scheduler.
+        assert job_clients_closed(client), scheduler_clients(client)
     assert len(loads) == 2 and sum(loads.values()) >= 1
     assert max(loads.values()) == 1, json.dumps(loads)
 

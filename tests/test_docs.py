@@ -7,7 +7,12 @@ fresh directory holding copies of what the documents name (examples/,
 train/flags/ and small files), with ../shared/data resolved to a copy cut
 to a few hundred texts per split (`small_shared`). Each runs as written with overrides appended for speed: the tiny
 encoder instead of MiniLM, short texts, few examples and steps, fewer audit
-samples (`OVERRIDES`). The `make` targets are run elsewhere (`COVERED`).
+samples (`overrides`). A train or export whose effective flags (flag
+files expanded, later flags winning) equal an earlier command's is not
+run again: its output is copied (`_reuse`); a sweep's cells that earlier
+commands trained and evaluated with the same flags are copied into its
+directory, and the sweep skips them as it skips finished cells on a
+re-run (`_seed_sweep`). The `make` targets are run elsewhere (`COVERED`).
 A second, fast test parses every command's flags with the program's own
 flag definitions, so a renamed or removed flag fails at once.
 """
@@ -220,22 +225,108 @@ def _resolve(argv, shared):
 
 
 # Commands that write only their --output_dir, already run with the same
-# arguments by an earlier document (the README's quickstart and the export
-# guide share their run and export): their output is copied, not remade.
+# effective flags by an earlier command (the README's quickstart and the
+# export guide share their run and export; the training guide's AG code
+# run is the evaluation guide's): their output is copied, not remade.
 _REUSABLE = ("tfdptext-train", "tfdptext-export")
 _RAN = {}
+# The evaluations run so far: (absolute run directory, effective flags
+# but the run and output directories) -> the evaluation's directory.
+_EVALUATED = {}
+_PLACES = ("output_dir", "model_dir")
+
+
+def _effective(argv, cwd, leave=("output_dir",)):
+    """The flags a command runs with, as absl reads them: flag files
+    expanded (paths relative to `cwd`), the later value of a flag winning;
+    the flags in `leave` and the positional arguments apart. Two commands
+    of one program with the same flags and arguments write the same
+    output."""
+    values, positional = {}, []
+
+    def read(args):
+        for arg in args:
+            if arg.startswith("--flagfile="):
+                with open(os.path.join(cwd, arg.split("=", 1)[1])) as f:
+                    read([line.strip() for line in f if line.strip()
+                          and not line.lstrip().startswith("#")])
+            elif arg.startswith("--"):
+                name, _, value = arg[2:].partition("=")
+                values[name] = _number(value)
+            else:
+                positional.append(arg)
+
+    read(argv)
+    return (tuple(sorted((k, v) for k, v in values.items()
+                         if k not in leave)), tuple(positional))
+
+
+def _number(value):
+    """`value` with numbers in one spelling (the sweep writes 4 as 4.0)."""
+    try:
+        return repr(float(value))
+    except ValueError:
+        return value
+
+
+def _flag(argv, name, default=None):
+    """The last value of --`name` in `argv`."""
+    found = [a.split("=", 1)[1] for a in argv if a.startswith(f"--{name}=")]
+    return found[-1] if found else default
 
 
 def _reuse(name, argv, cwd):
-    """Copies the output of the same command run for an earlier document
-    into `cwd`; False when there is none."""
-    earlier = _RAN.get((name, tuple(argv)))
+    """Copies the output of the same command run earlier (for this or an
+    earlier document) into `cwd`; False when there is none."""
+    earlier = _RAN.get((name, _effective(argv, cwd)))
     if name not in _REUSABLE or earlier is None:
         return False
-    output = next(a.split("=", 1)[1] for a in argv
-                  if a.startswith("--output_dir="))
-    shutil.copytree(os.path.join(earlier, output), os.path.join(cwd, output))
+    shutil.copytree(earlier, os.path.join(cwd, _flag(argv, "output_dir")))
     return True
+
+
+def _record(name, argv, cwd):
+    """Remembers what the command that just ran wrote."""
+    if name in _REUSABLE:
+        _RAN[(name, _effective(argv, cwd))] = os.path.join(
+            cwd, _flag(argv, "output_dir"))
+    elif name == "tfdptext-eval":
+        model_dir = os.path.join(cwd, _flag(argv, "model_dir"))
+        _EVALUATED[(os.path.realpath(model_dir),
+                    _effective(argv, cwd, leave=_PLACES))] = os.path.join(
+            cwd, _flag(argv, "output_dir", os.path.join(model_dir, "eval")))
+
+
+def _seed_sweep(argv, cwd):
+    """Copies into a tfdptext-sweep's directory the cells that earlier
+    commands already trained (and evaluated) with the same effective
+    flags: the sweep skips them as it skips finished cells on a re-run,
+    and trains and evaluates the others."""
+    from tfdptext.evaluation import sweep
+
+    values = {}
+    for arg in argv:
+        name, _, value = arg[2:].partition("=")
+        values.setdefault(name, []).append(value)
+    train_args = [f"--flagfile={values['train_flagfile'][-1]}",
+                  *values.get("train_args", [])]
+    eval_args = [*[f"--reference_run={r}" for r in
+                   values.get("reference_run", [])[-1:]],
+                 *[a for v in values.get("eval_args", [])
+                   for a in v.split(",")]]
+    output_dir = os.path.join(cwd, values["output_dir"][-1])
+    for cell in sweep.parse_grid(values["grid"]):
+        cell_args = [*train_args, *[f"--{k}={v}" for k, v in cell.items()]]
+        earlier = _RAN.get(("tfdptext-train", _effective(cell_args, cwd)))
+        if earlier is None:
+            continue
+        run_dir = os.path.join(output_dir, sweep.cell_name(cell))
+        shutil.copytree(earlier, run_dir,
+                        ignore=shutil.ignore_patterns("eval"))
+        evaluated = _EVALUATED.get((os.path.realpath(earlier), _effective(
+            eval_args, cwd, leave=_PLACES)))
+        if evaluated is not None:
+            shutil.copytree(evaluated, os.path.join(run_dir, "eval"))
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -255,8 +346,10 @@ def test_every_command_runs(doc, tiny_preset, tmp_path, request):
         command = [sys.executable, "-m", f"tfdptext.cli.{MODULES[name]}",
                    *_resolve(argv, shared),
                    *overrides(name, argv, tiny_preset)]
-        if _reuse(name, argv, cwd):
+        if _reuse(name, command[3:], cwd):
             continue
+        if name == "tfdptext-sweep":
+            _seed_sweep(command[3:], str(cwd))
         result = subprocess.run(command, cwd=str(cwd), capture_output=True,
                                 text=True, timeout=600, env=env)
         assert result.returncode == 0, (
@@ -265,4 +358,4 @@ def test_every_command_runs(doc, tiny_preset, tmp_path, request):
             # The answer is a label name of the run's data.
             assert re.search(r"label \w+ \(\d+\)", result.stdout), \
                 result.stdout
-        _RAN[(name, tuple(argv))] = cwd
+        _record(name, command[3:], str(cwd))

@@ -23,6 +23,9 @@ lines: an empty output). After the pipeline, `run` checks each output's
 line count, removes the blocks folder and writes manifest.json last
 (`tfdptext.corpus.outdir`).
 
+The DaskRunner's dask.distributed client is closed when the job ends
+(`_close_client`): Beam leaves it open.
+
 Nothing is emitted from finish_bundle: Beam 2.77's DaskRunner drops
 what a DoFn emits there (it collects a bundle's outputs before calling
 finish_bundle), which lost the last batch of every bundle when the job
@@ -263,6 +266,7 @@ def _run_pipeline(pipeline, output_dir):
     """Runs `pipeline` to the end; an input or output error met inside it
     becomes a CorpusJobError naming the file (a runner that reports remote
     failures as text is searched for the error's message)."""
+    result = None
     try:
         result = pipeline.run()
         result.wait_until_finish()
@@ -275,6 +279,18 @@ def _run_pipeline(pipeline, output_dir):
             f"{message}; {output_dir} holds no {outdir.MANIFEST} (the "
             "output is incomplete): remove it before running again."
         ) from None
+    finally:
+        _close_client(result)
+
+
+def _close_client(result):
+    """Closes the dask.distributed client that Beam's DaskRunner opens for
+    the job and leaves open in its result: left open, it outlives the job
+    in this process and, once the cluster is gone, retries the scheduler
+    for 30 s and prints "Failed to reconnect to scheduler"."""
+    client = getattr(result, "client", None)
+    if client is not None:
+        client.close()
 
 
 def _project_error_message(err):
