@@ -136,11 +136,15 @@ def test_the_web_harness_fails_on_a_client_that_keeps_its_buffer(tmp_path):
     assert status != 0 and "reused the buffer" in out, out
 
 
-def _block(language):
+def _block(language, opening):
+    """The one code block of the guide in `language` that defines the
+    function starting at `opening` (the guide has other blocks, e.g. the
+    ledger's)."""
     with open(GUIDE) as f:
         text = f.read()
-    blocks = re.findall(rf"^```{language}\n(.*?)^```", text, re.S | re.M)
-    assert len(blocks) == 1, language
+    blocks = [b for b in re.findall(rf"^```{language}\n(.*?)^```", text,
+                                    re.S | re.M) if opening in b]
+    assert len(blocks) == 1, (language, opening, len(blocks))
     return blocks[0]
 
 
@@ -157,7 +161,7 @@ def _body(code, opening):
 
 
 def test_android_guide_allocates_and_fills_the_buffer_inside_the_call():
-    code = _block("kotlin")
+    code = _block("kotlin", "fun privatize(")
     call = _body(code, "fun privatize(")
     assert "val bytes = ByteArray(4 * entry.randomWords)" in call
     assert "random.nextBytes(bytes)" in call
@@ -168,7 +172,7 @@ def test_android_guide_allocates_and_fills_the_buffer_inside_the_call():
 
 
 def test_ios_guide_allocates_and_fills_the_buffer_inside_the_call():
-    code = _block("swift")
+    code = _block("swift", "func randomWords(")
     fill = _body(code, "func randomWords(")
     assert "var words = [Int32](repeating: 0, count: count)" in fill
     assert "SecRandomCopyBytes(kSecRandomDefault, $0.count" in fill

@@ -142,9 +142,16 @@ class TruncatedGumbelCorpusPrivatizer(base.CorpusPrivatizer):
                                  backend.NUMPY, self.norms),
             ~self.is_special, backend.NUMPY)
         k = self.max_candidates
-        part = np.argpartition(d, k - 1, axis=1)[:, :k] \
-            if k < d.shape[1] else np.tile(np.arange(d.shape[1]),
-                                           (len(ids), 1))
+        if k < d.shape[1]:
+            part = np.argpartition(d, k - 1, axis=1)[:, :k]
+            # argpartition keeps any of the rows tied at the k-th distance
+            # (which ones depends on numpy's build): where more rows than
+            # fit are tied there, a stable sort keeps the lower ids.
+            kth = np.take_along_axis(d, part, axis=1).max(axis=1)
+            for row in np.flatnonzero((d <= kth[:, None]).sum(axis=1) > k):
+                part[row] = np.argsort(d[row], kind="stable")[:k]
+        else:
+            part = np.tile(np.arange(d.shape[1]), (len(ids), 1))
         keys = np.take_along_axis(d, part, axis=1)
         order = np.lexsort((part, keys), axis=1)
         members = np.take_along_axis(part, order, axis=1)[:, :k]
