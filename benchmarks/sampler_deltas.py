@@ -20,30 +20,43 @@ deltas, as implemented").
 """
 
 import math
+import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, ".")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
 
+from benchmarks import docs_tables  # noqa: E402
+from benchmarks import machine  # noqa: E402
 from tfdptext.privacy import laplace  # noqa: E402
 from tfdptext.privacy import metric  # noqa: E402
 from tfdptext.privacy import randomized_response as rr  # noqa: E402
 
 
-def _laplace_rows():
-    print("| Laplace | stated before (continuous, 23 bits) | grid model, "
-          "TensorFlow's 23-bit uniforms | random words (56-bit, coarse "
-          "region charged) |\n|---|---|---|---|")
+SECTION = "the-samplers-deltas-as-implemented"
+
+
+def _table(columns, rows):
+    return {"columns": columns, "rows": rows}
+
+
+def _laplace_rows(values):
+    rows = []
     for label, shift, count in (
             ("one coordinate, eps 0.05", 0.05, 1),
             ("one coordinate, eps 1", 1.0, 1),
             ("384-d vector at 19.2 (0.05 per coordinate)", 0.05, 384),
             ("384-d vector, eps 1 per coordinate (384)", 1.0, 384)):
-        print(f"| {label} | "
-              f"{laplace.continuous_truncation_delta(shift, count):.2g} | "
-              f"{laplace.truncation_delta(shift, count, 23):.2g} | "
-              f"{laplace.truncation_delta(shift, count, 56):.2g} |")
+        found = [laplace.continuous_truncation_delta(shift, count),
+                 laplace.truncation_delta(shift, count, 23),
+                 laplace.truncation_delta(shift, count, 56)]
+        values[label] = found
+        rows.append([label, *(f"{v:.2g}" for v in found)])
+    return _table(["Laplace", "stated before (continuous, 23 bits)",
+                   "grid model, TensorFlow's 23-bit uniforms",
+                   "random words (56-bit, coarse region charged)"], rows)
 
 
 def _binned(shift, bits1, bits2, width):
@@ -62,40 +75,45 @@ def _binned(shift, bits1, bits2, width):
     return np.maximum(shifted - math.exp(k * width) * mass, 0.0).sum()
 
 
-def _grid_rows():
+def _grid_rows(values):
     width = 2.0**-11
     shift = 52 * width
     model = laplace.grid_constant(shift, 8) / 2**8
-    print(f"\nE1 on 2^8 values, shift {shift:.4f} b, output in bins of "
+    values["grid model"] = {"shift": shift, "delta": model}
+    print(f"E1 on 2^8 values, shift {shift:.4f} b, output in bins of "
           f"2^-11 b; grid model (E1 on its grid, E2 continuous): "
-          f"{model:.4g}\n")
-    print("| E2's grid | exact delta of the discrete sampler | / grid model "
-          "|\n|---|---|---|")
+          f"{model:.4g}")
+    rows = []
     for bits2 in (20, 18, 16, 14, 12):
         value = _binned(shift, 8, bits2, width)
-        print(f"| 2^{bits2} values | {value:.4g} | {value / model:.2f} |")
+        values[f"E2 on 2^{bits2}"] = value
+        rows.append([f"2^{bits2} values", f"{value:.4g}",
+                     f"{value / model:.2f}"])
     fine = _binned(2.0**-4, 8, 8, 2.0**-14)
-    print(f"| 2^8 values, bins of 2^-14, shift 1/16 | {fine:.4g} | "
-          f"{fine / (laplace.grid_constant(2.0**-4, 8) / 2**8):.1f} |")
+    fine_model = laplace.grid_constant(2.0**-4, 8) / 2**8
+    values["E2 on 2^8, bins of 2^-14, shift 1/16"] = [fine, fine_model]
+    rows.append(["2^8 values, bins of 2^-14, shift 1/16", f"{fine:.4g}",
+                 f"{fine / fine_model:.1f}"])
+    return _table(["E2's grid", "exact delta of the discrete sampler",
+                   "/ grid model"], rows)
 
 
-def _dchi_rows():
-    print("\n| d_chi, n = 384 | tau per vector | delta at eta d = 1 | at "
-          "eta d = 5 |\n|---|---|---|---|")
-    print("| stated before | 0 | 0 | 0 |")
+def _dchi_rows(values):
+    rows = [["stated before", "0", "0", "0"]]
     for label, bits in (("TensorFlow's uniforms (23 bits)", 23),
                         ("random words (32 bits)", 32),
                         ("offline, float64 (53 bits)", 53)):
         tau = metric.truncation_probability(384, bits)
-        print(f"| {label} | {tau:.2g} | {(1 + math.e) * tau:.2g} | "
-              f"{(1 + math.exp(5)) * tau:.2g} |")
+        found = [tau, (1 + math.e) * tau, (1 + math.exp(5)) * tau]
+        values[label] = found
+        rows.append([label, *(f"{v:.2g}" for v in found)])
+    return _table(["d_chi, n = 384", "tau per vector",
+                   "delta at eta d = 1", "at eta d = 5"], rows)
 
 
-def _rr_rows():
+def _rr_rows(values):
     epsilons = np.linspace(0.01, 20.0, 1999)
-    print("\n| randomized response, 1,999 epsilons in [0.01, 20] | flips "
-          "less than stated | largest excess of the implemented epsilon |"
-          "\n|---|---|---|")
+    rows = []
     for bits in (24, 23):
         below, excess = 0, 0.0
         for eps in epsilons:
@@ -106,8 +124,9 @@ def _rr_rows():
             if flip < p:
                 below += 1
                 excess = max(excess, math.log((1 - flip) / flip) - eps)
-        print(f"| before: U < float32(p), {bits}-bit uniforms | {below} | "
-              f"{excess:.2g} |")
+        values[f"before, {bits}-bit uniforms"] = [below, excess]
+        rows.append([f"before: U < float32(p), {bits}-bit uniforms",
+                     str(below), f"{excess:.2g}"])
     worst = 0.0
     below = 0
     for eps in epsilons:
@@ -116,12 +135,28 @@ def _rr_rows():
             if 1 - t / 2**bits < p:
                 below += 1
         worst = max(worst, rr.implemented_epsilon(float(eps)) - eps)
-    print(f"| now: k < floor(2^B e^eps / (1 + e^eps)), B = 23, 24 | {below} "
-          f"| {worst:.2g} (stated = implemented) |")
+    values["now, integer thresholds"] = [below, worst]
+    rows.append(["now: k < floor(2^B e^eps / (1 + e^eps)), B = 23, 24",
+                 str(below), f"{worst:.2g} (stated = implemented)"])
+    return _table(["randomized response, 1,999 epsilons in [0.01, 20]",
+                   "flips less than stated",
+                   "largest excess of the implemented epsilon"], rows)
+
+
+def main():
+    """Prints the four tables; writes benchmarks/results/sampler_deltas.json
+    (every value unrounded) and one result per docs region."""
+    values = {}
+    tables = [step(values) for step in (_laplace_rows, _grid_rows,
+                                        _dchi_rows, _rr_rows)]
+    machine.write_json(None, values)
+    for index, table in enumerate(tables):
+        name = SECTION + (f"-{index + 1}" if index else "")
+        machine.write_json(None, {"from": "sampler_deltas"}, name=name,
+                           table=table)
+        print("\n" + docs_tables.table_markdown({"name": name,
+                                                  "table": table}))
 
 
 if __name__ == "__main__":
-    _laplace_rows()
-    _grid_rows()
-    _dchi_rows()
-    _rr_rows()
+    main()
