@@ -87,12 +87,14 @@ bazel-test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/privatization_throughput.py
 
-# The docs' benchmark tables (docs/benchmarks.md, its archive, README.md),
-# rewritten from the committed results in benchmarks/results/: no
-# benchmark runs and no venv (the script needs only Python's standard
-# library); tests/test_benchmark_docs.py checks that nothing changes.
-benchmark-docs:
+# The docs' benchmark tables (docs/benchmarks.md, its archive, README.md)
+# and their plots (docs/img/), rewritten from the committed results in
+# benchmarks/results/: no benchmark runs (the tables need only Python's
+# standard library, the plots the venv's matplotlib);
+# tests/test_benchmark_docs.py checks that nothing changes.
+benchmark-docs: $(STAMP)
 	$(PYTHON) benchmarks/docs_tables.py
+	$(PY) benchmarks/docs_plots.py
 
 # The device package (issue 37): .gpu/ (git-ignored, at most 60 MiB) with the
 # wheels the GPU image lacks, MiniLM in float16, pre-tokenized SST-2 and AG

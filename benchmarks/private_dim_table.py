@@ -26,6 +26,12 @@ import sys
 from absl import app
 from absl import flags
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+from benchmarks import docs_tables  # noqa: E402
+from benchmarks import machine  # noqa: E402
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("plot", None, "Where to write the PNG (none: no plot).")
 
@@ -74,22 +80,28 @@ def _k_label(row):
     return f"{row['k']}, {row['normalization']}"
 
 
+# The docs region (docs/benchmarks.md) this table is written into.
+REGION = "training-a-private-representation-of-k"
+
+
 def table(rows):
-    lines = [
-        "| k, normalization | epsilon per representation | Laplace scale b = k / eps | "
-        "test acc (run) | test acc (eval, fresh noise) | macro-F1 | "
-        "entity 1 - F (strongest attacker) | 1 - F of majority guess |",
-        "|---|---|---|---|---|---|---|---|"]
+    """The docs' table ({"columns", "rows"} of strings)."""
+    cells = []
     for row in sorted(rows, key=lambda r: (not r["projected"],
                                            r["k"] or 384, r["normalization"],
                                            r["epsilon"])):
-        lines.append(
-            f"| {_k_label(row)} | {row['epsilon']:g} | {row['scale']:.3g} | "
-            f"{row['train_test_accuracy']:.4f} | {row['test_accuracy']:.4f} "
-            f"| {row['macro_f1']:.4f} | "
-            + (f"{row['privacy']:.4f} | {row['privacy_majority']:.4f} |"
-               if row["privacy"] is not None else "- | - |"))
-    return "\n".join(lines)
+        cells.append([
+            _k_label(row), f"{row['epsilon']:g}", f"{row['scale']:.3g}",
+            f"{row['train_test_accuracy']:.4f}",
+            f"{row['test_accuracy']:.4f}", f"{row['macro_f1']:.4f}",
+            *([f"{row['privacy']:.4f}", f"{row['privacy_majority']:.4f}"]
+              if row["privacy"] is not None else ["-", "-"])])
+    return {"columns": [
+        "k, normalization", "epsilon per representation",
+        "Laplace scale b = k / eps", "test acc (run)",
+        "test acc (eval, fresh noise)", "macro-F1",
+        "entity 1 - F (strongest attacker)", "1 - F of majority guess"],
+        "rows": cells}
 
 
 def plot(rows, path):
@@ -140,7 +152,12 @@ def main(argv):
     rows = [row for sweep_dir in argv[1:] for row in cells(sweep_dir)]
     if not rows:
         sys.exit("no finished cells")
-    print(table(rows))
+    found = table(rows)
+    print(docs_tables.table_markdown({"name": REGION, "table": found}))
+    # Every cell's values, then the docs' region (make benchmark-docs).
+    machine.write_json(None, {"rows": rows})
+    machine.write_json(None, {"from": "private_dim_table"}, name=REGION,
+                       table=found)
     if FLAGS.plot:
         plot(rows, FLAGS.plot)
         print(f"plot: {FLAGS.plot}")

@@ -4,10 +4,12 @@ headline's generated rows has a result behind it."""
 
 import json
 import os
+import re
 import shutil
 
 import pytest
 
+from benchmarks import docs_plots
 from benchmarks import docs_tables
 from benchmarks import machine
 
@@ -145,3 +147,18 @@ def test_every_committed_result_says_where_it_comes_from():
         assert record["name"] == name
         missing = [k for k in PROVENANCE_KEYS if k not in record]
         assert not missing, f"{name}.json lacks {missing}"
+
+
+def test_every_plot_is_what_its_json_draws():
+    """docs/img/*.png as `make benchmark-docs` draws them, byte for byte,
+    and every plot the benchmark pages show is drawn from JSON (or said
+    under it to have lost its data)."""
+    assert docs_plots.stale() == []
+    for name, (_, sources) in docs_plots.PLOTS.items():
+        for source in sources:
+            docs_tables.load(source)
+    shown = set()
+    for document in docs_tables.DOCUMENTS[1:]:
+        shown |= set(re.findall(r"\(img/([\w.-]+\.png)\)",
+                                _read(document)))
+    assert shown and shown <= set(docs_plots.PLOTS)
