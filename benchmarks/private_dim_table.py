@@ -29,6 +29,7 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
+from benchmarks import docs_plots  # noqa: E402
 from benchmarks import docs_tables  # noqa: E402
 from benchmarks import machine  # noqa: E402
 
@@ -104,48 +105,6 @@ def table(rows):
         "rows": cells}
 
 
-def plot(rows, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    # One epsilon only: the curves run over k instead, one per
-    # normalization (and epsilon).
-    by_k = len({r["epsilon"] for r in rows}) == 1
-    x_name = "k" if by_k else "epsilon"
-    groups = {}
-    for row in rows:
-        label = (f"{row['normalization']}, eps = {row['epsilon']:g}"
-                 if by_k else f"k = {_k_label(row)}")
-        groups.setdefault(label, []).append(row)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for label, group in sorted(groups.items()):
-        group.sort(key=lambda r: r[x_name] or 384)
-        xs = [r[x_name] or 384 for r in group]
-        axes[0].plot(xs, [r["test_accuracy"] for r in group], "o-",
-                     label=label)
-        axes[1].plot(xs, [r["privacy"] for r in group], "o-", label=label)
-    majority = rows[0]["majority"]
-    axes[0].axhline(majority, color="grey", ls=":", label="majority class")
-    axes[0].axhline(0.70, color="red", ls="--", lw=0.8, label="target 0.70")
-    if rows[0]["privacy_majority"] is not None:
-        axes[1].axhline(rows[0]["privacy_majority"], color="grey", ls=":",
-                        label="majority guess (no leak)")
-    axes[0].set_ylabel("AG test accuracy (fresh noise)")
-    axes[1].set_ylabel("entity 1 - F (higher = more private)")
-    for ax in axes:
-        ax.set_xscale("log")
-        ax.set_xlabel("private dimension k (eps per representation fixed)"
-                      if by_k else
-                      "epsilon per representation (Laplace, vector)")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def main(argv):
     if len(argv) < 2:
         sys.exit("usage: private_dim_table.py SWEEP_DIR [SWEEP_DIR ...]")
@@ -159,7 +118,10 @@ def main(argv):
     machine.write_json(None, {"from": "private_dim_table"}, name=REGION,
                        table=found)
     if FLAGS.plot:
-        plot(rows, FLAGS.plot)
+        # Drawn from the result just written, as `make benchmark-docs`
+        # draws docs/img/ag_private_dim.png.
+        with open(FLAGS.plot, "wb") as f:
+            f.write(docs_plots.draw("ag_private_dim.png"))
         print(f"plot: {FLAGS.plot}")
 
 

@@ -4,18 +4,28 @@
 Reads runs/<name>/metrics.json and runs/<name>/eval/eval.json (made by
 tfdptext-train with the flag files in train/flags/ and tfdptext-eval) and
 prints markdown tables with the papers' BERT-base numbers beside ours;
-draws docs/img/*.png.
+writes each table as a provenance record (benchmarks/results/, the docs
+region's name; `make benchmark-docs` writes them into docs/benchmarks.md)
+and every run's values into benchmarks/results/reproduce_papers.json;
+draws dpnr_ag_eps.png and qu_sst2_eta.png from those records.
 
     python benchmarks/reproduce_papers.py --runs_dir=runs --img_dir=docs/img
 """
 
 import json
 import os
+import sys
 
 from absl import app
 from absl import flags
 
-from tfdptext import rundir
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+from benchmarks import docs_plots  # noqa: E402
+from benchmarks import docs_tables  # noqa: E402
+from benchmarks import machine  # noqa: E402
+from tfdptext import rundir  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("runs_dir", "runs", "Where the runs are.")
@@ -56,55 +66,73 @@ def _privacy(result, group):
     return (row["strongest"], row["majority"]) if row else (None, None)
 
 
-def ag_tables(plt):
-    print("### DPNR Table 2 analogue: AG accuracy vs eps (mu = 0)\n")
-    print("| eps (per coordinate) | test acc % (ours, MiniLM, 1 epoch) | "
-          "test acc %, eval's fresh noise draw | empirical privacy 1-F % "
-          "(strongest attacker) | DPNR paper acc % (BERT-base) |")
-    print("|---|---|---|---|---|")
-    xs, accs, privs = [], [], []
+# The docs regions (docs/benchmarks.md) the tables are written into.
+REGIONS = {"dpnr_eps": "dpnr-table-2-analogue-ag-accuracy-vs-eps",
+           "dpnr_mu": "dpnr-table-3-analogue-ag-accuracy-vs-mu",
+           "dpnr_main": "dpnr-table-4-analogue-ag-main-task-and",
+           "dpnr_entity": "dpnr-table-5-analogue-ag-entity-attack",
+           "trustpilot": "dpnr-table-6-analogue-trustpilot",
+           "qu_sst2": "qu-et-al-tables-3-and-4-analogue-sst-2"}
+
+
+def _table(columns, rows):
+    return {"columns": columns, "rows": rows}
+
+
+def dpnr_eps_table(raw):
+    rows = []
     for eps in ("none", 0.05, 0.1, 0.5, 1, 5):
         name = "ag_dpnr_none" if eps == "none" else f"ag_dpnr_eps{eps:g}"
         m, e = _metrics(name), _eval(name)
+        raw[name] = {"metrics": m, "eval": e}
         acc = m["test_accuracy"] if m else None
         priv, _ = _privacy(e, "entity")
         redraw = e["utility"]["accuracy"] if e else None
-        print(f"| {eps} | {_f(acc)} | {_f(redraw)} | {_f(priv)} | "
-              f"{DPNR_AG_EPS[eps]} |")
-        if eps != "none" and acc is not None:
-            xs.append(eps)
-            accs.append(acc)
-            privs.append(priv)
-    print("\n### DPNR Table 3 analogue: AG accuracy vs mu (eps = 1)\n")
-    print("| mu | test acc % (ours) | DPNR paper acc % |")
-    print("|---|---|---|")
+        rows.append([str(eps), _f(acc), _f(redraw), _f(priv),
+                     str(DPNR_AG_EPS[eps])])
+    return _table(["eps (per coordinate)",
+                   "test acc % (ours, MiniLM, 1 epoch)",
+                   "test acc %, eval's fresh noise draw",
+                   "empirical privacy 1-F % (strongest attacker)",
+                   "DPNR paper acc % (BERT-base)"], rows)
+
+
+def dpnr_mu_table(raw):
+    rows = []
     for mu in (0.1, 0.3, 0.5, 0.8):
-        m = _metrics(f"ag_dpnr_eps1_mu{mu:g}")
-        print(f"| {mu} | {_f(m['test_accuracy'] if m else None)} | "
-              f"{DPNR_AG_MU[mu]} |")
-    print("\n### DPNR Table 4 analogue: AG main task and empirical privacy\n")
-    print("| model | main acc % | empirical privacy 1-F % (strongest "
-          "attacker) | DPNR paper main / privacy |")
-    print("|---|---|---|---|")
+        name = f"ag_dpnr_eps1_mu{mu:g}"
+        m = _metrics(name)
+        raw[name] = {"metrics": m}
+        rows.append([str(mu), _f(m["test_accuracy"] if m else None),
+                     str(DPNR_AG_MU[mu])])
+    return _table(["mu", "test acc % (ours)", "DPNR paper acc %"], rows)
+
+
+def dpnr_main_table(raw):
+    rows = []
     none = _eval("ag_dpnr_none")
     if none:
-        u = none["utility"]
         _, majority = _privacy(none, "entity")
-        print(f"| majority class | {_f(u['majority_accuracy'])} | "
-              f"{_f(majority)} | 57.79 / 49.34 |")
+        rows.append(["majority class",
+                     _f(none["utility"]["majority_accuracy"]),
+                     _f(majority), "57.79 / 49.34"])
     for label, name, paper in (("non-private", "ag_dpnr_none",
                                 "78.75 / 23.24"),
                                ("ADV (lambda 1)", "ag_dpnr_adv", "-"),
                                ("DPNR eps 0.05", "ag_dpnr_eps0.05",
                                 "80.87 / 54.37")):
         e = _eval(name)
+        raw.setdefault(name, {})["eval"] = e
         priv, _ = _privacy(e, "entity")
         acc = e["utility"]["accuracy"] if e else None
-        print(f"| {label} | {_f(acc)} | {_f(priv)} | {paper} |")
-    print("\n### DPNR Table 5 analogue: AG entity attack accuracy by class\n")
-    print("| model | entity | attacker acc on 'absent' | on 'present' | "
-          "n present (test) |")
-    print("|---|---|---|---|---|")
+        rows.append([label, _f(acc), _f(priv), paper])
+    return _table(["model", "main acc %",
+                   "empirical privacy 1-F % (strongest attacker)",
+                   "DPNR paper main / privacy"], rows)
+
+
+def dpnr_entity_table(raw):
+    rows = []
     for label, name in (("non-private", "ag_dpnr_none"),
                         ("ADV", "ag_dpnr_adv"),
                         ("DPNR eps 0.05", "ag_dpnr_eps0.05")):
@@ -114,41 +142,22 @@ def ag_tables(plt):
         for attribute, kinds in e["attack"]["per_attribute"].items():
             r = kinds["mlp"]
             per_class = r.get("per_class_accuracy", {})
-            print(f"| {label} | {attribute} | {_f(per_class.get('0'))} | "
-                  f"{_f(per_class.get('1'))} | "
-                  f"{r.get('n_test_per_class', {}).get('1', '-')} |")
-    if xs:
-        fig, ax = plt.subplots(figsize=(5, 3.2))
-        ax.plot(xs, accs, "o-", label="test accuracy (ours)")
-        ax.plot(xs, [DPNR_AG_EPS[x] / 100 for x in xs], "s--",
-                label="test accuracy (DPNR, BERT-base)")
-        if all(p is not None for p in privs):
-            ax.plot(xs, privs, "^-", label="empirical privacy 1-F (ours)")
-        m = _metrics("ag_dpnr_none")
-        if m:
-            ax.axhline(m["test_accuracy"], color="grey", ls=":",
-                       label="non-private (ours)")
-        ax.set_xscale("log")
-        ax.set_xlabel("eps per coordinate")
-        ax.set_ylim(0, 1.05)
-        ax.legend(fontsize=7)
-        ax.set_title("DPNR on AG, MiniLM")
-        _save(fig, "dpnr_ag_eps.png")
+            rows.append([label, attribute, _f(per_class.get("0")),
+                         _f(per_class.get("1")),
+                         str(r.get("n_test_per_class", {}).get("1", "-"))])
+    return _table(["model", "entity", "attacker acc on 'absent'",
+                   "on 'present'", "n present (test)"], rows)
 
 
-def trustpilot_table():
-    print("\n### DPNR Table 6 analogue: TrustPilot\n")
-    print("| model | sentiment acc % | gender attacker acc % (mlp / "
-          "logistic regression) | age attacker acc % (mlp / logistic "
-          "regression) | empirical privacy 1-X % (stronger of the two) | "
-          "gender gap | age gap |")
-    print("|---|---|---|---|---|---|---|")
+def trustpilot_table(raw):
+    rows = []
     for label, name in (("non-private", "trustpilot_none"),
                         ("ADV (lambda 1)", "trustpilot_adv"),
                         ("DPNR eps 1", "trustpilot_eps1")):
         e = _eval(name)
         if not e:
             continue
+        raw[name] = {"eval": e}
         per = e["attack"]["per_attribute"]
         cells, best = [], []
         for attribute in ("gender", "age"):
@@ -160,20 +169,18 @@ def trustpilot_table():
             best.append(max(a["mean"] for a in accs))
         majority = 1 - sum(per[a]["mlp"]["majority_accuracy"]
                            for a in ("gender", "age")) / 2
-        print(f"| {label} | {_f(e['utility']['accuracy'])} | {cells[0]} | "
-              f"{cells[1]} | {_f(1 - sum(best) / 2)} (majority "
-              f"{_f(majority)}) | {_f(e['fairness']['gender']['gap'])} | "
-              f"{_f(e['fairness']['age']['gap'])} |")
-    print("\nDPNR paper (BERT-base, TP-US): main 85.53 non-private; "
-          "privacy 1-X: non-private 34.71, DPNR 38.37, majority 36.39.")
+        rows.append([label, _f(e["utility"]["accuracy"]), cells[0],
+                     cells[1], f"{_f(1 - sum(best) / 2)} (majority "
+                     f"{_f(majority)})", _f(e["fairness"]["gender"]["gap"]),
+                     _f(e["fairness"]["age"]["gap"])])
+    return _table(["model", "sentiment acc %",
+                   "gender attacker acc % (mlp / logistic regression)",
+                   "age attacker acc % (mlp / logistic regression)",
+                   "empirical privacy 1-X % (stronger of the two)",
+                   "gender gap", "age gap"], rows)
 
 
-def sst2_tables(plt):
-    print("\n### Qu et al. Tables 3 and 4 analogue: SST-2\n")
-    print("| eta | inversion acc (token_rep release) | token_rep acc % | "
-          "text_to_text acc % | unchanged share (text_to_text release) | "
-          "median N_w / S_w (100 tokens x 1,000) |")
-    print("|---|---|---|---|---|---|")
+def qu_sst2_table(raw):
     rows = []
     for eta in (40, 60, 80, 100, 120):
         tr, tt = (f"sst2_token_rep_eta{eta}", f"sst2_text_to_text_eta{eta}")
@@ -181,59 +188,55 @@ def sst2_tables(plt):
             _eval(tt)
         if not (m_tr or m_tt):
             continue
+        raw[tr] = {"metrics": m_tr, "eval": e_tr}
+        raw[tt] = {"metrics": m_tt, "eval": e_tt}
         inv = e_tr["token_level"]["inversion_accuracy"] if e_tr else None
         unchanged = (e_tt["token_level"]["inversion_accuracy"]
                      if e_tt else None)
-        rows.append((eta, inv, m_tr and m_tr["test_accuracy"],
-                     m_tt and m_tt["test_accuracy"]))
         den = (e_tr or e_tt or {}).get("token_level", {}).get("deniability")
         den_text = (f"{den['n_w_median']:g} / {den['s_w_median']:g}"
                     if den else "-")
-        print(f"| {eta} | {_f(inv, 1, 3)} | "
-              f"{_f(m_tr and m_tr['test_accuracy'])} | "
-              f"{_f(m_tt and m_tt['test_accuracy'])} | "
-              f"{_f(unchanged, 1, 3)} | {den_text} |")
-    none = _metrics("sst2_none_full") or _metrics("sst2_none")
-    if none:
-        print(f"\nNon-private: {_f(none['test_accuracy'])} % "
-              f"({none['sizes']['train']:,} training examples).")
-    print("\nQu et al. (BERT-base, 768-d) inversion accuracy: " + ", ".join(
-        f"eta {k}: {v}" for k, v in QU_INVERSION.items()))
-    if rows:
-        fig, ax = plt.subplots(figsize=(5, 3.2))
-        etas = [r[0] for r in rows]
-        for i, label in ((2, "token_rep accuracy"),
-                         (3, "text_to_text accuracy"),
-                         (1, "inversion accuracy (privacy loss)")):
-            ax.plot(etas, [r[i] if r[i] is not None else float("nan")
-                           for r in rows], "o-", label=label)
-        if none:
-            ax.axhline(none["test_accuracy"], color="grey", ls=":",
-                       label="non-private")
-        ax.set_xlabel("eta (d_chi, per token)")
-        ax.set_ylim(0, 1.05)
-        ax.legend(fontsize=7)
-        ax.set_title("Qu et al. on SST-2, MiniLM")
-        _save(fig, "qu_sst2_eta.png")
+        rows.append([str(eta), _f(inv, 1, 3),
+                     _f(m_tr and m_tr["test_accuracy"]),
+                     _f(m_tt and m_tt["test_accuracy"]),
+                     _f(unchanged, 1, 3), den_text])
+    return _table(["eta", "inversion acc (token_rep release)",
+                   "token_rep acc %", "text_to_text acc %",
+                   "unchanged share (text_to_text release)",
+                   "median N_w / S_w (100 tokens x 1,000)"], rows)
 
 
-def _save(fig, name):
-    os.makedirs(FLAGS.img_dir, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(os.path.join(FLAGS.img_dir, name), dpi=110)
-    print(f"\n![{name}](img/{name})")
+TABLES = {"dpnr_eps": dpnr_eps_table, "dpnr_mu": dpnr_mu_table,
+          "dpnr_main": dpnr_main_table, "dpnr_entity": dpnr_entity_table,
+          "trustpilot": trustpilot_table, "qu_sst2": qu_sst2_table}
+# The plots, drawn from the results just written (benchmarks/docs_plots.py,
+# as `make benchmark-docs` draws them).
+PLOTS = ("dpnr_ag_eps.png", "qu_sst2_eta.png")
 
 
 def main(argv):
     del argv
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ag_tables(plt)
-    trustpilot_table()
-    sst2_tables(plt)
+    raw = {}
+    for key, build in TABLES.items():
+        table = build(raw)
+        print(f"\n### {REGIONS[key]}\n")
+        print(docs_tables.table_markdown({"name": REGIONS[key],
+                                          "table": table}))
+        machine.write_json(None, {"from": "reproduce_papers"},
+                           name=REGIONS[key], table=table)
+    # Every run's metrics and evaluation the tables come from.
+    machine.write_json(None, {"runs": raw, "papers": {
+        "dpnr_ag_eps": {str(k): v for k, v in DPNR_AG_EPS.items()},
+        "dpnr_ag_mu": DPNR_AG_MU, "qu_inversion": QU_INVERSION}})
+    print("\nDPNR paper (BERT-base, TP-US): main 85.53 non-private; "
+          "privacy 1-X: non-private 34.71, DPNR 38.37, majority 36.39.")
+    print("Qu et al. (BERT-base, 768-d) inversion accuracy: " + ", ".join(
+        f"eta {k}: {v}" for k, v in QU_INVERSION.items()))
+    os.makedirs(FLAGS.img_dir, exist_ok=True)
+    for name in PLOTS:
+        with open(os.path.join(FLAGS.img_dir, name), "wb") as f:
+            f.write(docs_plots.draw(name))
+        print(f"![{name}](img/{name})")
 
 
 if __name__ == "__main__":
