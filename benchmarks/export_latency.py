@@ -355,15 +355,20 @@ def main(argv):
     del argv
     from tfdptext import models
 
+    # What it prints (its tables) is kept as a provenance record,
+    # benchmarks/results/export_latency[_lengths].json.
     if FLAGS.lengths:
         lengths = sorted({int(n) for n in FLAGS.lengths} |
                          {FLAGS.max_length})
-        lengths_benchmark(lengths)
+        with host.recording(name="export_latency_lengths"):
+            lengths_benchmark(lengths)
         return
-    features = models.load_tokenizer(max_length=FLAGS.max_length)([TEXT])
-    splits = fixed_length_table(features)
-    if FLAGS.server:
-        server_throughput(splits, features)
+    with host.recording(name="export_latency"):
+        features = models.load_tokenizer(max_length=FLAGS.max_length)(
+            [TEXT])
+        splits = fixed_length_table(features)
+        if FLAGS.server:
+            server_throughput(splits, features)
 
 
 if __name__ == "__main__":

@@ -457,20 +457,52 @@ def _non_finite(t):
             f"-inf {t.neginf:,})")
 
 
-def table(rows):
-    lines = ["| path | noise source | sampler | draws | non-finite | min | "
-             "max | seconds |",
-             "|---|---|---|---|---|---|---|---|"]
+COLUMNS = ["path", "noise source", "sampler", "draws", "non-finite", "min",
+           "max", "seconds"]
+# The docs regions (docs/benchmarks.md) of the two tables: the draws, then
+# the extreme words.
+REGIONS = ("floating-point-safety-of-the-samplers-10",
+           "floating-point-safety-of-the-samplers-10-2")
+
+
+def table_cells(rows):
+    """The docs' table of `rows` ({"columns", "rows"} of strings)."""
+    cells = []
     for r in rows:
         unit = UNITS.get(r.sampler, "")
         draws = f"{r.tally.draws:,}" + (f" {unit}" if unit else "")
         if r.source.endswith("(extreme)"):
             draws += f" ({r.note})"
-        lines.append(
-            f"| {r.path} | {r.source} | {r.sampler} | {draws} | "
-            f"{_non_finite(r.tally)} | {_fmt(r.tally.min)} | "
-            f"{_fmt(r.tally.max)} | {r.seconds:.1f} |")
-    return "\n".join(lines)
+        cells.append([r.path, r.source, r.sampler, draws,
+                      _non_finite(r.tally), _fmt(r.tally.min),
+                      _fmt(r.tally.max), f"{r.seconds:.1f}"])
+    return {"columns": COLUMNS, "rows": cells}
+
+
+def table(rows):
+    found = table_cells(rows)
+    lines = ["| " + " | ".join(found["columns"]) + " |",
+             "|" + "---|" * len(found["columns"])]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |"
+                              for row in found["rows"]])
+
+
+def write_results(rows):
+    """benchmarks/results/float_safety.json (every row's counts, range and
+    seconds) and the two docs tables as provenance records."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__))))
+    from benchmarks import machine
+
+    machine.write_json(None, {"rows": [
+        {"path": r.path, "source": r.source, "sampler": r.sampler,
+         "note": r.note, "seconds": r.seconds,
+         **dataclasses.asdict(r.tally)} for r in rows]})
+    extreme = [r for r in rows if r.source.endswith("(extreme)")]
+    main = [r for r in rows if r not in extreme]
+    for name, part in zip(REGIONS, (main, extreme)):
+        machine.write_json(None, {"from": "float_safety"}, name=name,
+                           table=table_cells(part))
 
 
 def cpu_name():
@@ -631,6 +663,7 @@ def main(argv):
     text = fragment(rows, command, total, FLAGS.draws, FLAGS.chunk,
                     FLAGS.dimension, FLAGS.gamma_draws)
     print(text)
+    write_results(rows)
     if FLAGS.output:
         os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
         with open(FLAGS.output, "w") as handle:

@@ -1,8 +1,10 @@
 """What the benchmarks print about the machine they ran on, and the
 thread settings they fix before numpy, FAISS or TensorFlow load."""
 
+import contextlib
 import datetime
 import importlib.metadata
+import io
 import json
 import os
 import platform
@@ -118,3 +120,52 @@ def write_json(path, result, indent=1, name=None, argv=None, table=None):
         f.write("\n")
     os.replace(target + ".tmp", target)
     return target
+
+
+def markdown_tables(text):
+    """The Markdown tables of `text`, each {"columns", "rows"} of strings."""
+    tables, lines = [], text.splitlines()
+    for i in range(len(lines) - 1):
+        head, rule = lines[i].strip(), lines[i + 1].strip()
+        if not (head.startswith("|") and rule.startswith("|---")):
+            continue
+        cells = lambda line: [c.strip() for c in line.strip()[1:-1]
+                              .split(" | ")]
+        rows = []
+        for line in lines[i + 2:]:
+            if not line.strip().startswith("|"):
+                break
+            rows.append(cells(line))
+        tables.append({"columns": cells(head), "rows": rows})
+    return tables
+
+
+class _Tee(io.TextIOBase):
+    """Writes to `stream` and keeps a copy."""
+
+    def __init__(self, stream):
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, text):
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+
+@contextlib.contextmanager
+def recording(name=None, argv=None):
+    """Prints as usual and, when the block ends without an error, keeps
+    what it printed as the result NAME (default: the script's name): its
+    Markdown tables ({"columns", "rows"}) and the text, with provenance.
+    For benchmarks that print their tables as they measure."""
+    tee = _Tee(sys.stdout)
+    sys.stdout = tee
+    try:
+        yield tee
+    finally:
+        sys.stdout = tee.stream
+    text = tee.copy.getvalue()
+    write_json(None, {"tables": markdown_tables(text), "printed": text},
+               name=name, argv=argv)

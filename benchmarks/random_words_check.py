@@ -637,16 +637,18 @@ def _report_candidates():
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
-    print(f"Machine: {host.cpu_name()}; "
-          f"{time.strftime('%Y-%m-%d')}")
-    if FLAGS.false_alarms:
-        _report_false_alarms()
-    if FLAGS.channel:
-        _report_channel()
-    if FLAGS.cost:
-        _report_cost()
-    if FLAGS.candidates:
-        _report_candidates()
+    reports = [(flag, report) for flag, report in (
+        ("false_alarms", _report_false_alarms), ("channel", _report_channel),
+        ("cost", _report_cost), ("candidates", _report_candidates))
+        if FLAGS[flag].value]
+    # What it prints (its tables) is kept as a provenance record,
+    # benchmarks/results/random_words_check_<parts>.json.
+    name = "_".join(["random_words_check"] + [f for f, _ in reports])
+    with host.recording(name=name):
+        print(f"Machine: {host.cpu_name()}; "
+              f"{time.strftime('%Y-%m-%d')}")
+        for _, report in reports:
+            report()
 
 
 if __name__ == "__main__":

@@ -162,3 +162,18 @@ def test_every_plot_is_what_its_json_draws():
         shown |= set(re.findall(r"\(img/([\w.-]+\.png)\)",
                                 _read(document)))
     assert shown and shown <= set(docs_plots.PLOTS)
+
+
+def test_recording_keeps_the_printed_tables(tmp_path, monkeypatch):
+    monkeypatch.setattr(machine, "RESULTS", str(tmp_path))
+    with machine.recording(name="printed", argv=["benchmarks/x.py"]):
+        print("2026-11-27; a note\n\n| a | b |\n|---|---|\n| 1 | 2.5 |\n"
+              "| 3 | - |\n\nafter")
+    record = docs_tables.load("printed", str(tmp_path))
+    assert record["result"]["tables"] == [
+        {"columns": ["a", "b"], "rows": [["1", "2.5"], ["3", "-"]]}]
+    assert record["result"]["printed"].endswith("after\n")
+    with pytest.raises(RuntimeError):
+        with machine.recording(name="failed", argv=["benchmarks/x.py"]):
+            raise RuntimeError("no result kept")
+    assert not (tmp_path / "failed.json").exists()
