@@ -139,8 +139,10 @@ def _report_false_alarms():
               f"(the checks read {limits.sample}), {buffers:,} os.urandom "
               f"buffers ({time.time() - began:.0f} s); per row, each "
               "alone:\n")
-        print("| check | fails when | smallest seen | largest seen | "
-              "failures |\n|---|---|---|---|---|")
+        columns = ["check", "fails when", "smallest seen", "largest seen",
+                   "failures"]
+        print("| " + " | ".join(columns) + " |\n|---|---|---|---|---|")
+        rows = []
         for name, (low, high, fails) in seen.items():
             if name == "word_repeats":
                 rule = f">= {repeat_limit}"
@@ -152,8 +154,15 @@ def _report_false_alarms():
                                 f">= {hi}" if hi is not None else None) if p)
                 if name in ("bits", "half_sum_bits"):
                     rule += " (any of the 32)"
-            print(f"| {name} | {rule} | {low:,.0f} | {high:,.0f} | "
-                  f"{fails} |", flush=True)
+            rows.append([name, rule, f"{low:,.0f}", f"{high:,.0f}",
+                         str(fails)])
+            print("| " + " | ".join(rows[-1]) + " |", flush=True)
+        # The docs' table of this layout (make benchmark-docs).
+        host.write_json(None, {"buffers": buffers, "consumed": consumed,
+                               "width": width, "sample": limits.sample,
+                               "seconds": time.time() - began},
+                        name=f"false-alarms-{consumed}-words",
+                        table={"columns": columns, "rows": rows})
 
 
 # ---------------------------------------------------------------------------
