@@ -61,42 +61,46 @@ def _pyplot():
     return plt
 
 
+def _lines(plt, xs, series, baseline, **axes):
+    """One small panel: (ys, style, label) per line and a grey dotted
+    (value, label) baseline, accuracies on [0, 1.05]."""
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for ys, style, label in series:
+        ax.plot(xs, ys, style, label=label)
+    ax.axhline(baseline[0], color="grey", ls=":", label=baseline[1])
+    ax.set(ylim=(0, 1.05), **axes)
+    ax.legend(fontsize=7)
+    return fig
+
+
 def dpnr_ag_eps(plt):
     _, rows = _table("dpnr-table-2-analogue-ag-accuracy-vs-eps")
     private = [r for r in rows if r[0] != "none"]
-    eps = [_num(r[0]) for r in private]
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.plot(eps, [_num(r[1]) / 100 for r in private], "o-",
-            label="test accuracy (ours)")
-    ax.plot(eps, [_num(r[4]) / 100 for r in private], "s--",
-            label="test accuracy (DPNR, BERT-base)")
-    ax.plot(eps, [_num(r[3]) / 100 for r in private], "^-",
-            label="empirical privacy 1-F (ours)")
     none = next(r for r in rows if r[0] == "none")
-    ax.axhline(_num(none[1]) / 100, color="grey", ls=":",
-               label="non-private (ours)")
-    ax.set(xscale="log", xlabel="eps per coordinate", ylim=(0, 1.05),
-           title="DPNR on AG, MiniLM")
-    ax.legend(fontsize=7)
-    return fig
+    return _lines(
+        plt, [_num(r[0]) for r in private],
+        [([_num(r[column]) / 100 for r in private], style, label)
+         for column, style, label in (
+             (1, "o-", "test accuracy (ours)"),
+             (4, "s--", "test accuracy (DPNR, BERT-base)"),
+             (3, "^-", "empirical privacy 1-F (ours)"))],
+        (_num(none[1]) / 100, "non-private (ours)"), xscale="log",
+        xlabel="eps per coordinate", title="DPNR on AG, MiniLM")
 
 
 def qu_sst2_eta(plt):
     _, rows = _table("qu-et-al-tables-3-and-4-analogue-sst-2")
     _, runs = _table("training-qu-et-al-privacy-constrained")
-    etas = [_num(r[0]) for r in rows]
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    for column, label, scale in ((2, "token_rep accuracy", 100),
-                                 (3, "text_to_text accuracy", 100),
-                                 (1, "inversion accuracy (privacy loss)", 1)):
-        ax.plot(etas, [_num(r[column]) / scale for r in rows], "o-",
-                label=label)
     full = next(r for r in runs if r[0] == "sst2_none_full")
-    ax.axhline(_num(full[7]), color="grey", ls=":", label="non-private")
-    ax.set(xlabel="eta (d_chi, per token)", ylim=(0, 1.05),
-           title="Qu et al. on SST-2, MiniLM")
-    ax.legend(fontsize=7)
-    return fig
+    return _lines(
+        plt, [_num(r[0]) for r in rows],
+        [([_num(r[column]) / scale for r in rows], "o-", label)
+         for column, label, scale in (
+             (2, "token_rep accuracy", 100),
+             (3, "text_to_text accuracy", 100),
+             (1, "inversion accuracy (privacy loss)", 1))],
+        (_num(full[7]), "non-private"), xlabel="eta (d_chi, per token)",
+        title="Qu et al. on SST-2, MiniLM")
 
 
 def ag_private_dim(plt):
