@@ -6,8 +6,9 @@ here from the JSON of benchmarks/results/ that holds its data (`PLOTS`
 names, per file, the results it reads), so `make benchmark-docs` redraws
 them all and a plot shows exactly the numbers of the table beside it. The
 output is byte for byte reproducible with the same matplotlib: the Agg
-backend, matplotlib's default style (no user matplotlibrc) and no
-"Software" metadata in the PNG (PNG holds no date).
+backend, matplotlib's default style (no user matplotlibrc), and PNG holds
+no date; its "Software" text names the matplotlib version that drew it
+(`drawn_with`), since another version may draw other bytes.
 
 Several results are transcribed from the docs after their raw runs were
 lost: their plots draw the table's rounded values at the table's points
@@ -327,9 +328,31 @@ def draw(name):
     fig = PLOTS[name][0](plt)
     fig.tight_layout()
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
+    fig.savefig(buffer, format="png", dpi=110,
+                metadata={"Software": _software()})
     plt.close(fig)
     return buffer.getvalue()
+
+
+def _software():
+    import matplotlib
+
+    return f"matplotlib {matplotlib.__version__}"
+
+
+def drawn_with(path):
+    """The "Software" text of the PNG at `path` (the matplotlib that drew
+    it), or None."""
+    with open(path, "rb") as f:
+        data = f.read()
+    at = 8  # after the signature: chunks of length, type, data, CRC
+    while at + 8 <= len(data):
+        length = int.from_bytes(data[at:at + 4], "big")
+        kind, body = data[at + 4:at + 8], data[at + 8:at + 8 + length]
+        if kind == b"tEXt" and body.startswith(b"Software\0"):
+            return body.split(b"\0", 1)[1].decode("latin-1")
+        at += 12 + length
+    return None
 
 
 def stale(img=IMG):
