@@ -92,9 +92,10 @@ bench: $(STAMP)
 # benchmarks/results/: no benchmark runs (the tables need only Python's
 # standard library, the plots the venv's matplotlib);
 # tests/test_benchmark_docs.py checks that nothing changes.
+# `make benchmark-docs CHECK=1` writes nothing and fails where one differs.
 benchmark-docs: $(STAMP)
-	$(PYTHON) benchmarks/docs_tables.py
-	$(PY) benchmarks/docs_plots.py
+	$(PYTHON) benchmarks/docs_tables.py $(if $(CHECK),--check)
+	$(PY) benchmarks/docs_plots.py $(if $(CHECK),--check)
 
 # The device package (issue 37): .gpu/ (git-ignored, at most 60 MiB) with the
 # wheels the GPU image lacks, MiniLM in float16, pre-tokenized SST-2 and AG
