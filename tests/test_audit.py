@@ -8,7 +8,6 @@ refuted by a wide margin at these sample sizes.
 import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -20,6 +19,7 @@ from tfdptext.audit import auditor
 from tfdptext.audit import mechanisms
 from tfdptext.audit import statistics
 from tfdptext.privacy import extraction
+import zygote
 
 SAMPLES = 20000
 CONFIDENCE = 1.0 - 1e-4
@@ -297,9 +297,9 @@ def test_java_util_random_passes_the_checks_and_one_release_gives_its_seed(
 def _run(*flags):
     env = dict(os.environ, KERAS_BACKEND="tensorflow",
                TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, PROGRAM, *flags],
-                          capture_output=True, text=True, env=env,
-                          timeout=300)
+    return zygote.run([sys.executable, PROGRAM, *flags],
+                      capture_output=True, text=True, env=env,
+                      timeout=300)
 
 
 def test_program_runs_end_to_end(tmp_path):

@@ -11,7 +11,6 @@ margins are wide: measured overlap is about 20x chance, the test asks 5x).
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -20,6 +19,7 @@ import pytest
 from tfdptext import binary
 from tfdptext.binary import codes as codes_lib
 from tfdptext.errors import ArgumentError
+import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(ROOT, "train", "tfdptext-binarize")
@@ -440,9 +440,9 @@ def test_preset_table_and_special_ids(tiny_preset):
 
 
 def _binarize(*flags):
-    return subprocess.run([sys.executable, LAUNCHER, *flags],
-                          capture_output=True, text=True, env=ENV,
-                          timeout=300)
+    return zygote.run([sys.executable, LAUNCHER, *flags],
+                      capture_output=True, text=True, env=ENV,
+                      timeout=300)
 
 
 def test_program_end_to_end(tmp_path):

@@ -1,14 +1,14 @@
 """The demo program runs end to end on its embedded defaults."""
 
 import os
-import subprocess
 import sys
+import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_demo_prints_releases_and_guarantees():
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, os.path.join(ROOT, "train", "tfdptext-demo"),
          "--eta=100", "--max_length=24", "--skip_training"],
         capture_output=True, text=True, timeout=300, check=True)

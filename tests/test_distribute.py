@@ -39,6 +39,7 @@ from tfdptext import models
 from tfdptext import training
 from tfdptext.models import split_spec
 from tfdptext.training import devices
+import zygote
 
 RANDOM_OPS = ("RandomUniform", "RandomStandardNormal", "RandomUniformInt",
               "RandomGamma", "RandomPoisson", "TruncatedNormal")
@@ -130,7 +131,7 @@ def mirrored(tiny_preset, tmp_path_factory):
     script.write_text(MIRRORED_RUN)
     env = _cpu_env()
     env.pop("TF_CONFIG", None)
-    proc = subprocess.run(
+    proc = zygote.run(
         [sys.executable, str(script), tiny_preset, str(base / "run")],
         capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]

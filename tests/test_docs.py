@@ -22,11 +22,12 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 
 import pytest
 from absl import flags
+
+import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.abspath(os.path.join(ROOT, "..", "shared"))
@@ -350,8 +351,8 @@ def test_every_command_runs(doc, tiny_preset, tmp_path, request):
             continue
         if name == "tfdptext-sweep":
             _seed_sweep(command[3:], str(cwd))
-        result = subprocess.run(command, cwd=str(cwd), capture_output=True,
-                                text=True, timeout=600, env=env)
+        result = zygote.run(command, cwd=str(cwd), capture_output=True,
+                            text=True, timeout=600, env=env)
         assert result.returncode == 0, (
             f"{doc}: {name} {' '.join(argv)}\n{result.stderr[-3000:]}")
         if name == "tfdptext-predict":

@@ -3,7 +3,6 @@
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -21,6 +20,7 @@ from tfdptext.export import exporter
 from tfdptext.export import tflite
 from tfdptext.export.local import ExportedPipeline
 from tfdptext.privacy import extraction
+import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -187,7 +187,7 @@ def test_serving_requests_round_trip():
 def test_predict_program(runs):
     out = str(runs["base"] / "exp_cli")
     exporter.export_run(runs["robust"], out)
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, os.path.join(ROOT, "export", "tfdptext-predict"),
          f"--export_dir={out}", "the staff was friendly"],
         capture_output=True, text=True, timeout=300, check=True)

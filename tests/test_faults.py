@@ -23,6 +23,7 @@ import pytest
 
 from tfdptext import runfiles
 from tfdptext.errors import TfdptextError
+import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "train", "tfdptext-train")
@@ -62,8 +63,8 @@ def train_flags(preset, epochs=EPOCHS):
 
 
 def _run(program, args, env, timeout=300):
-    return subprocess.run([sys.executable, program, *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return zygote.run([sys.executable, program, *args], env=env,
+                      capture_output=True, text=True, timeout=timeout)
 
 
 def _run_and_kill(program, args, env, log, ready, timeout=240):

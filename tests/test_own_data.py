@@ -12,6 +12,7 @@ import pytest
 from tfdptext import data
 from tfdptext import training
 from tfdptext.data import local_files
+import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "train", "tfdptext-train")
@@ -50,7 +51,7 @@ def preset(tiny_preset):
 def run(files, preset):
     """tfdptext-train with the file flags, as a user types it."""
     out = str(files["base"] / "runs" / "mine")
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, TRAIN, "--mode=robust", "--epsilon=1",
          "--dataset=tsv", f"--train_file={files['train']}",
          f"--test_file={files['test']}", "--text_column=text",

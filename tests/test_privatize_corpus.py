@@ -30,6 +30,7 @@ from tfdptext.corpus import outdir  # noqa: E402
 from tfdptext.corpus import pipeline  # noqa: E402
 from tfdptext.errors import TfdptextError  # noqa: E402
 from tfdptext.privacy.guarantee import Guarantee  # noqa: E402
+import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = os.path.join(ROOT, "export", "tfdptext-privatize-corpus")
@@ -385,7 +386,7 @@ def test_program_with_the_default_encoder(tmp_path):
     `--`: a huge eta gives back the tokenized text."""
     (tmp_path / "in.txt").write_text("Hello, World!\n\nA quiet river.\n")
     out = tmp_path / "out"
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, PROGRAM, "--mechanism=dchi", f"--eta={HUGE_ETA}",
          f"--input={tmp_path / 'in.txt'}", f"--output_dir={out}", "--",
          "--runner=DirectRunner", "--direct_num_workers=1"],

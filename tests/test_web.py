@@ -41,6 +41,7 @@ from tfdptext.privacy import budget as budget_lib
 from tfdptext.privacy import categorical
 from tfdptext.privacy import text_checks
 from tfdptext.rest import server as rest_server
+import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPSILON = 1.0
@@ -224,16 +225,16 @@ def test_pipeline_and_predict_release_each_text_once(export, tmp_path,
     predict = [sys.executable, os.path.join(ROOT, "export",
                                             "tfdptext-predict"),
                f"--export_dir={out}", f"--ledger={tmp_path / 'cli.json'}"]
-    result = subprocess.run([*predict, TEXT, TEXT, JAPANESE],
-                            capture_output=True, text=True, timeout=300)
+    result = zygote.run([*predict, TEXT, TEXT, JAPANESE],
+                        capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("  released private_code") == 2
     assert "... (the release stored for this text today: a repeat, " \
         "nothing charged)" in result.stdout
     assert "warning: 10 of 21 tokens (48%, above 25%)" in result.stdout
     assert "epsilon 2 spent today (UTC day), 2 in total" in result.stdout
-    empty = subprocess.run([*predict, "new text", "   "],
-                           capture_output=True, text=True, timeout=300)
+    empty = zygote.run([*predict, "new text", "   "],
+                       capture_output=True, text=True, timeout=300)
     assert empty.returncode == 2 and "Text(s) [1] hold no token" in \
         empty.stderr and "Traceback" not in empty.stderr
     cli = pipeline.ledger(str(tmp_path / "cli.json"))

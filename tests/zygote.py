@@ -1,0 +1,331 @@
+"""Runs Python child processes for the tests without paying for TensorFlow's
+import each time.
+
+Most of the suite's programs (`tfdptext-train`, `-eval`, `-export`, ...)
+spend about 10 CPU-seconds importing TensorFlow, Keras and keras-hub before
+they do anything. `run` is `subprocess.run` for commands of this Python
+(`[sys.executable, script | -m module | -c code, args...]`): it asks a
+server process that imported those once to fork a child, which sets up
+what a fresh interpreter would have (the working directory, the
+environment, argv, sys.path[0], standard streams as files) and runs the
+script, module or code as `__main__`. The child is a real process: its
+exit status, its output, its files and its CPU time (reaped by the server,
+which the test process reaps at exit) are the program's.
+
+Commands it cannot serve faithfully go to `subprocess.run` unchanged: other
+executables, interpreter options, bytes arguments, and environments that
+differ from the server's in what is read at import time (the Keras backend,
+TensorFlow's logging level, PYTHONPATH entries the server lacks, ...).
+`TFDPTEXT_TEST_NO_ZYGOTE=1` sends every command to `subprocess.run`, to
+check that a failure is not the fork's.
+
+The server never runs a TensorFlow op: it only imports, so it holds no
+eager context and no thread pool for the children to inherit in use.
+"""
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Environment variables read when TensorFlow, Keras or Python start: a
+# command whose value differs from the server's runs as a subprocess.
+# (CUDA_VISIBLE_DEVICES is read when TensorFlow first lists its devices,
+# which the server never does.)
+_IMPORT_TIME = ("KERAS_", "TF_CPP", "TF_ENABLE", "TF_XLA", "TF_FORCE",
+                "XLA", "JAX", "LD_", "OMP_", "MKL_", "OPENBLAS", "PYTHON",
+                "HF_", "TFDPTEXT_TEST_")
+_PRELOAD = ("tensorflow", "keras", "keras_hub", "tensorflow_text", "numpy",
+            "tfdptext.cli.program")
+_LOCK = threading.Lock()
+_SERVER = None
+
+
+def _import_time_environment(env):
+    return {k: v for k, v in env.items()
+            if k.startswith(_IMPORT_TIME) and k != "PYTHONPATH"}
+
+
+def _python_path(env):
+    return [os.path.abspath(p) for p in
+            env.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+def _server_environment():
+    env = dict(os.environ)
+    paths = _python_path(env)
+    env["PYTHONPATH"] = os.pathsep.join(
+        paths + ([] if ROOT in paths else [ROOT]))
+    return env
+
+
+def _servable(argv, env, server_env):
+    if os.environ.get("TFDPTEXT_TEST_NO_ZYGOTE") == "1":
+        return False
+    argv = list(argv)
+    if len(argv) < 2 or argv[0] != sys.executable or not all(
+            isinstance(a, str) for a in argv):
+        return False
+    if argv[1].startswith("-") and argv[1] not in ("-m", "-c"):
+        return False
+    if argv[1] in ("-m", "-c") and len(argv) < 3:
+        return False
+    return (_import_time_environment(env) == _import_time_environment(
+        server_env) and set(_python_path(env)) <= set(
+            _python_path(server_env)))
+
+
+class _Server:
+    """The process that imported TensorFlow and forks the children."""
+
+    def __init__(self, env):
+        self.env = env
+        # Its own start-up noise goes to a file, not into the suite's
+        # output (shown only if it fails to start).
+        self.log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [sys.executable, "-c",
+             f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r})"
+             "; import zygote; zygote.serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+            env=env, cwd=ROOT, text=True)
+        ready = self.process.stdout.readline()
+        if ready.strip() != "ready":
+            self.process.wait()
+            self.log.seek(0)
+            raise RuntimeError(
+                "tests/zygote.py: the server did not start:\n"
+                + self.log.read().decode("utf-8", "replace")[-3000:])
+
+    def request(self, message):
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise RuntimeError("tests/zygote.py: the server died")
+        return json.loads(answer)
+
+    def close(self):
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        # Reaped, so that its children's CPU time counts in the suite's.
+        self.process.wait()
+
+
+def _server():
+    global _SERVER
+    if _SERVER is None or _SERVER.process.poll() is not None:
+        _SERVER = _Server(_server_environment())
+        atexit.register(_SERVER.close)
+    return _SERVER
+
+
+def _server_env():
+    """The environment the server runs (or would start) with."""
+    if _SERVER is not None and _SERVER.process.poll() is None:
+        return _SERVER.env
+    return _server_environment()
+
+
+def run(argv, *, cwd=None, env=None, input=None, timeout=None,
+        capture_output=False, text=False, check=False, stdout=None,
+        stderr=None, encoding=None, errors=None):
+    """`subprocess.run(argv, ...)` for the keywords the tests use; commands
+    of this Python run forked from the server (see the module docstring)."""
+    env = dict(os.environ if env is None else env)
+    redirected = stdout not in (None, subprocess.PIPE) or stderr not in (
+        None, subprocess.PIPE, subprocess.STDOUT)
+    if redirected or not _servable(argv, env, _server_env()):
+        return subprocess.run(
+            argv, cwd=cwd, env=env, input=input, timeout=timeout,
+            capture_output=capture_output, text=text, check=check,
+            stdout=stdout, stderr=stderr, encoding=encoding, errors=errors)
+    text = text or encoding is not None or errors is not None
+    with tempfile.TemporaryDirectory(prefix="zygote-") as scratch:
+        paths = {name: os.path.join(scratch, name)
+                 for name in ("stdin", "stdout", "stderr")}
+        data = input if input is not None else b""
+        if isinstance(data, str):
+            data = data.encode(encoding or "utf-8", errors or "strict")
+        for name in paths:
+            with open(paths[name], "wb") as f:
+                f.write(data if name == "stdin" else b"")
+        with _LOCK:
+            answer = _server().request({
+                "argv": list(argv[1:]), "cwd": os.path.abspath(
+                    os.fspath(cwd) if cwd is not None else os.getcwd()),
+                "env": env, "timeout": timeout,
+                "merge_stderr": stderr == subprocess.STDOUT, **paths})
+        outputs = []
+        for name in ("stdout", "stderr"):
+            with open(paths[name], "rb") as f:
+                outputs.append(f.read())
+    if text:  # as subprocess.run's universal newlines
+        outputs = [o.decode(encoding or "utf-8", errors or "strict")
+                   .replace("\r\n", "\n").replace("\r", "\n")
+                   for o in outputs]
+    out, err = outputs
+    if stderr == subprocess.STDOUT:
+        err = None
+    if answer.get("timed_out"):
+        raise subprocess.TimeoutExpired(argv, timeout, output=out,
+                                        stderr=err)
+    captured = capture_output or stdout == subprocess.PIPE
+    if not captured:
+        _echo(sys.stdout, out)
+        out = None
+    if not (capture_output or stderr == subprocess.PIPE):
+        if err is not None:
+            _echo(sys.stderr, err)
+        err = None
+    result = subprocess.CompletedProcess(argv, answer["returncode"], out, err)
+    if check:
+        result.check_returncode()
+    return result
+
+
+def _echo(stream, data):
+    if data:
+        stream.write(data if isinstance(data, str) else
+                     data.decode("utf-8", "replace"))
+
+
+# --- the server -------------------------------------------------------------
+
+def serve():
+    """Imports the stack, then forks one child per request read from
+    stdin, answering each with the child's exit status."""
+    import importlib
+
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what the imports print must not reach the answers
+    for name in _PRELOAD:
+        importlib.import_module(name)
+    for name in sorted(os.listdir(os.path.join(ROOT, "tfdptext", "cli"))):
+        if name.endswith(".py") and name != "__init__.py":
+            importlib.import_module(f"tfdptext.cli.{name[:-3]}")
+    sys.path[:] = [p for p in sys.path
+                   if p not in ("", os.path.dirname(__file__))]
+    sys.path.insert(0, "")  # each child sets its own sys.path[0]
+    requests = sys.stdin
+    print("ready", file=answers, flush=True)
+    for line in requests:
+        message = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(message)  # never returns
+        answers.write(json.dumps(_wait(pid, message["timeout"])) + "\n")
+        answers.flush()
+
+
+def _wait(pid, timeout):
+    import select
+    import signal
+
+    descriptor = os.pidfd_open(pid)
+    try:
+        ready, _, _ = select.select([descriptor], [], [], timeout)
+        timed_out = not ready
+        if timed_out:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(descriptor)
+    return {"returncode": os.waitstatus_to_exitcode(status),
+            "timed_out": timed_out}
+
+
+def _child(message):
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        os.chdir(message["cwd"])
+        os.environ.clear()
+        os.environ.update(message["env"])
+        import tempfile as temporary
+
+        temporary.tempdir = None  # read $TMPDIR again, as a new process
+        _redirect(message)
+        code = _execute(message["argv"])
+    except BaseException:  # the child must never return into serve()
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            import atexit as exits
+
+            exits._run_exitfuncs()  # what a normal interpreter does at exit
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _redirect(message):
+    stdin = os.open(message["stdin"], os.O_RDONLY)
+    os.dup2(stdin, 0)
+    os.close(stdin)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        target = message["stdout"] if (
+            name == "stderr" and message["merge_stderr"]) else message[name]
+        out = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.dup2(out, fd)
+        os.close(out)
+    # sys.stdin/stdout/stderr keep their objects: they write to the
+    # descriptors, which now name the child's files.
+
+
+def _execute(argv):
+    """Runs `python <argv>` in this process as the interpreter would;
+    returns the exit status."""
+    import runpy
+
+    if argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]
+        sys.path[0:1] = [os.getcwd()]
+        # A fresh interpreter has not imported the module it runs as
+        # __main__ (runpy warns when it has been).
+        sys.modules.pop(argv[1], None)
+        run = lambda: runpy.run_module(argv[1], run_name="__main__",
+                                       alter_sys=True)
+    elif argv[0] == "-c":
+        sys.argv = ["-c", *argv[2:]]
+        sys.path[0:1] = [""]
+        code = compile(argv[1], "<string>", "exec")
+        run = lambda: exec(code, {"__name__": "__main__",
+                                  "__builtins__": __builtins__})
+    else:
+        script = os.path.abspath(argv[0])
+        sys.argv = list(argv)
+        sys.path[0:1] = [os.path.dirname(script)]
+        run = lambda: runpy.run_path(script, run_name="__main__")
+    try:
+        run()
+    except SystemExit as done:
+        if done.code is None:
+            return 0
+        if isinstance(done.code, int):
+            return done.code
+        print(done.code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    return 0
