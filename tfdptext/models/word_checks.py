@@ -25,9 +25,13 @@ the extraction, which TFLite computes modulo 2^32 like TensorFlow
 (tested, `tests/test_extraction.py`); GATHER (the sample), BITCAST (the
 words' bytes), FLOOR_MOD and SUB (byte steps), UNSORTED_SEGMENT_SUM (byte
 histograms, bucket counts), a small matrix product (bit counts from the
-byte histograms), BITWISE_XOR (neighbours), EQUAL (zeros), TOPK_V2 (one sort of the call's sampled words); with a dynamic
-batch (SecureUserSide) also LOG for the repeat limit, which then depends
-on the number of rows.
+byte histograms), BITWISE_XOR (neighbours), EQUAL (zeros), TOPK_V2 (one
+sort of the call's sampled words); with a dynamic batch (SecureUserSide)
+also LOG for the repeat limit, which then depends on the number of rows.
+Every sub-range of a tensor is a SPLIT_V (`_part`), never a
+STRIDED_SLICE: TFLite's STRIDED_SLICE copies element by element, and the
+nine slices of the checks cost about a third of them (issue 38,
+docs/benchmarks.md).
 """
 
 import math
@@ -254,10 +258,10 @@ def _row_statistics(sample, consumed):
     # and 2 apart (S - 2 of each): their bit counts come from the same
     # byte histograms.
     size = taken.size
+    head = _part(sample, 0, size - 2)
     sources = [sample, first + second,
-               tf.bitwise.bitwise_xor(sample[:, 1:size - 1],
-                                      sample[:, :size - 2]),
-               tf.bitwise.bitwise_xor(sample[:, 2:], sample[:, :size - 2])]
+               tf.bitwise.bitwise_xor(_part(sample, 1, size - 1), head),
+               tf.bitwise.bitwise_xor(_part(sample, 2, size), head)]
     extra = [tf.reduce_sum(tf.cast(tf.equal(first, second), tf.float32),
                            axis=-1, keepdims=True)]
     widths = [int(x.shape[-1]) for x in sources]
@@ -271,10 +275,12 @@ def _row_statistics(sample, consumed):
                                       + 4 * source_index[:, None])
     # Low and high bytes of the sampled words in blocks, and their steps;
     # kinds: 0 low bytes, 1 low steps, 2 high bytes, 3 high steps.
-    lowhigh = tf.reshape(tf.gather(planes[:, :blocks * ws.BLOCK], [0, 3],
-                                   axis=-1), [-1, blocks, ws.BLOCK, 2])
-    steps = tf.math.floormod(lowhigh[:, :, :-1] - lowhigh[:, :, 1:],
-                             ws.BYTE_VALUES)
+    lowhigh = tf.reshape(tf.gather(_part(planes, 0, blocks * ws.BLOCK),
+                                   [0, 3], axis=-1),
+                         [-1, blocks, ws.BLOCK, 2])
+    steps = tf.math.floormod(
+        _part(lowhigh, 0, ws.BLOCK - 1, axis=2)
+        - _part(lowhigh, 1, ws.BLOCK, axis=2), ws.BYTE_VALUES)
     kind_values = tf.concat([lowhigh, steps], axis=2)  # (b, blocks, 255, 2)
     kind = np.concatenate([np.zeros(ws.BLOCK), np.ones(ws.BLOCK - 1)])[
         :, None] + np.array([0, 2])[None, :]
@@ -325,7 +331,7 @@ def _repeat_margin(sample):
     batch is static, as in a phone model), else +1 / -1 from the bound
     computed in the graph."""
     flat = tf.reshape(tf.cast(sample, tf.int32), [1, -1])
-    repeats = repeat_count(flat)[0]
+    repeats = tf.reshape(repeat_count(flat), [])
     if flat.shape[-1] is not None:
         return float(ws.word_repeat_limit(int(flat.shape[-1]))) - repeats
     ok = repeat_verdict(repeats, tf.size(sample))
@@ -335,8 +341,14 @@ def _repeat_margin(sample):
 def repeat_count(words):
     """(rows,) float32: words equal to an earlier word in each row of an
     int32 (rows, M) tensor (sort, count equal neighbours)."""
-    ordered = tf.math.top_k(words, k=tf.shape(words)[-1], sorted=True).values
-    equal = tf.equal(ordered[:, 1:], ordered[:, :-1])
+    width = words.shape[-1]
+    if width is None:
+        width = tf.shape(words)[-1]
+    ordered = tf.math.top_k(words, k=width, sorted=True).values
+    if isinstance(width, int):
+        equal = tf.equal(_part(ordered, 1, width), _part(ordered, 0, width - 1))
+    else:
+        equal = tf.equal(ordered[:, 1:], ordered[:, :-1])
     return tf.reduce_sum(tf.cast(equal, tf.float32), axis=-1)
 
 
@@ -353,6 +365,18 @@ def repeat_verdict(repeats, num_words):
     fails = tf.logical_and(repeats >= 1.0,
                            log_bound <= math.log(ws.WORD_REPEATS_FALSE_ALARM))
     return tf.logical_not(fails)
+
+
+def _part(x, begin, end, axis=1):
+    """x[begin:end] along `axis` (static bounds) as a SPLIT_V, which
+    TFLite copies in contiguous runs; its STRIDED_SLICE copies element by
+    element (about 3 times the cost here: module docstring)."""
+    size = int(x.shape[axis])
+    sizes = [begin, end - begin, size - end]
+    if sizes[1] == size:
+        return x
+    parts = tf.split(x, [n for n in sizes if n], axis=axis)
+    return parts[1] if begin else parts[0]
 
 
 def _all(booleans):
