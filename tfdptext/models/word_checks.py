@@ -67,15 +67,18 @@ def extract(words, consumed):
     words = tf.cast(words, tf.int32)
     c = lay.consumed
     if lay.group == 2:
-        # SPLIT + ADD, the second half rotated by one word for C even
-        # (SPLIT_V + CONCATENATION): a strided slice or a GATHER of a
-        # long buffer costs 5-10 times as much in TFLite
-        # (docs/benchmarks.md).
-        first, second = tf.split(words, 2, axis=-1)
-        if lay.shifts[1]:
-            rest, last = tf.split(second, [c - 1, 1], axis=-1)
-            second = tf.concat([last, rest], axis=-1)
-        return first + second
+        # SPLIT + ADD; for C even (shift -1: word j pairs with C + j - 1,
+        # word 0 with the last) one SPLIT_V into [w_0], [w_1, w_C-1],
+        # [w_C, w_2C-2], [w_2C-1], two ADDs and a CONCATENATION of the
+        # sums: a strided slice or a GATHER of a long buffer costs 5-10
+        # times as much in TFLite (docs/benchmarks.md), and rotating the
+        # second half first would copy it once more.
+        if not lay.shifts[1]:
+            first, second = tf.split(words, 2, axis=-1)
+            return first + second
+        head, first, second, last = tf.split(words, [1, c - 1, c - 1, 1],
+                                             axis=-1)
+        return tf.concat([head + last, first + second], axis=-1)
     if any(lay.shifts):
         # At most 256 words (g > 2 means C < 64): one GATHER.
         words = tf.gather(words, lay.order.reshape(-1).astype(np.int32),
