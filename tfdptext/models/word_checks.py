@@ -375,6 +375,9 @@ def _part(x, begin, end, axis=1):
     TFLite copies in contiguous runs; its STRIDED_SLICE copies element by
     element (about 3 times the cost here: module docstring)."""
     size = int(x.shape[axis])
+    if not 0 <= begin < end <= size:
+        raise ValueError(f"_part needs 0 <= begin < end <= {size}, "
+                         f"received [{begin}, {end}).")
     sizes = [begin, end - begin, size - end]
     if sizes[1] == size:
         return x
