@@ -29,9 +29,10 @@ byte histograms), BITWISE_XOR (neighbours), EQUAL (zeros), TOPK_V2 (one
 sort of the call's sampled words); with a dynamic batch (SecureUserSide)
 also LOG for the repeat limit, which then depends on the number of rows.
 Every sub-range of a tensor is a SPLIT_V (`_part`), never a
-STRIDED_SLICE: TFLite's STRIDED_SLICE copies element by element, and the
-nine slices of the checks cost about a third of them (issue 38,
-docs/benchmarks.md).
+STRIDED_SLICE, which TFLite copies element by element: with the
+extraction's rotation in the same SPLIT_V, this took the mixing and
+checks of a 16-token d_chi phone model from 0.210 to 0.129 ms (one loaded
+run, docs/benchmarks.md).
 """
 
 import math
@@ -349,7 +350,8 @@ def repeat_count(words):
         width = tf.shape(words)[-1]
     ordered = tf.math.top_k(words, k=width, sorted=True).values
     if isinstance(width, int):
-        equal = tf.equal(_part(ordered, 1, width), _part(ordered, 0, width - 1))
+        equal = tf.equal(_part(ordered, 1, width),
+                         _part(ordered, 0, width - 1))
     else:
         equal = tf.equal(ordered[:, 1:], ordered[:, :-1])
     return tf.reduce_sum(tf.cast(equal, tf.float32), axis=-1)
@@ -371,9 +373,9 @@ def repeat_verdict(repeats, num_words):
 
 
 def _part(x, begin, end, axis=1):
-    """x[begin:end] along `axis` (static bounds) as a SPLIT_V, which
-    TFLite copies in contiguous runs; its STRIDED_SLICE copies element by
-    element (about 3 times the cost here: module docstring)."""
+    """x[begin:end] along `axis` (static bounds, a non-empty part) as a
+    SPLIT_V, which TFLite copies in contiguous runs, where its
+    STRIDED_SLICE copies element by element (module docstring)."""
     size = int(x.shape[axis])
     if not 0 <= begin < end <= size:
         raise ValueError(f"_part needs 0 <= begin < end <= {size}, "
