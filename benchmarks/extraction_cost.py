@@ -5,10 +5,12 @@ issue 38 (rotated blocks; checks of every word), against those before it.
 For each mechanism and length: the phone model as tfdptext-export writes
 it (MiniLM-L6 weights as loaded, int8, batch 1, one thread, LiteRT's
 interpreter), the mixing and the checks alone at its layout (today's
-`tfdptext.models.word_checks`, converted alone), and the same of
---before_commit (the modules loaded from git). Round-robin: --rounds
-rounds of --block invokes per setting, p50. The share is a cost's p50
-over the phone model's p50 (today's phone model holds today's cost).
+`tfdptext.models.word_checks`, converted alone), and the same of each of
+--before_commits (the modules loaded from git). Round-robin: --rounds
+rounds of --block invokes per setting, p50 over every invoke. The share
+is a cost's p50 over the phone model's p50 (today's phone model holds
+today's cost); its range is the smallest and largest of the per-round
+shares (a round's median over the phone model's median in that round).
 Writes benchmarks/results/extraction_cost.json (a table for
 docs/benchmarks.md).
 
@@ -34,25 +36,40 @@ FLAGS.set_default("mechanisms", ["code_release", "dpnr_laplace",
                                  "dchi_tokens"])
 FLAGS.set_default("lengths", ["16", "128"])
 FLAGS.set_default("rounds", 10)
-flags.DEFINE_string("before_commit", "0ae98a1", "The commit whose "
-                    "extraction and checks are the 'before' column (the "
-                    "last before issue 38).")
+flags.DEFINE_list("before_commits", ["22ebd4d", "0ae98a1"], "The "
+                  "commits whose extraction and checks are the 'before' "
+                  "columns (22ebd4d: issue 38's checks before their "
+                  "STRIDED_SLICEs became SPLIT_Vs; 0ae98a1: the last "
+                  "before issue 38).")
 
 _MODULES = (("extraction", "tfdptext/privacy/extraction.py"),
             ("word_statistics", "tfdptext/privacy/word_statistics.py"),
             ("word_checks", "tfdptext/models/word_checks.py"))
 
 
-def _before_checks():
-    """The word_checks module of --before_commit, with its own extraction
-    and word_statistics, loaded from git as private modules."""
+def _before_checks(commit):
+    """The word_checks module of `commit`, with its own extraction and
+    word_statistics, loaded from git as private modules."""
+    prefix = f"before_{commit}_"
     renames = {
         "from tfdptext.privacy import word_statistics as ws":
-            "import before_word_statistics as ws",
+            f"import {prefix}word_statistics as ws",
         "from tfdptext.privacy import extraction":
-            "import before_extraction as extraction"}
-    return rwc.modules_from_git(FLAGS.before_commit, _MODULES, renames,
-                                "before_")["word_checks"]
+            f"import {prefix}extraction as extraction"}
+    return rwc.modules_from_git(commit, _MODULES, renames,
+                                prefix)["word_checks"]
+
+
+def _share_range(setting, phone):
+    """(smallest, largest) of the per-round shares: each round's median
+    of `setting` over the phone model's median in the same round."""
+    import numpy as np
+
+    block = FLAGS.block
+    shares = [np.median(setting.times[i:i + block])
+              / np.median(phone.times[i:i + block])
+              for i in range(0, len(phone.times), block)]
+    return float(min(shares)), float(max(shares))
 
 
 def _alone(checks, consumed, width):
@@ -83,7 +100,9 @@ def main(argv):
     from tfdptext.models import secure
     from tfdptext.models import word_checks
 
-    before = _before_checks()
+    kinds = {"after": word_checks}
+    kinds.update({commit: _before_checks(commit)
+                  for commit in FLAGS.before_commits})
     lengths = sorted(int(v) for v in FLAGS.lengths)
     backbone = models.load_backbone("minilm")
     tokenizer = models.load_tokenizer(max_length=max(lengths))
@@ -103,7 +122,7 @@ def main(argv):
                 "token_ids": ids[:, :length],
                 "padding_mask": np.ones((1, length), np.int32),
                 "random_words": secure.os_random_words((1, width))})
-            for kind, module in (("after", word_checks), ("before", before)):
+            for kind, module in kinds.items():
                 check = Interpreter(model_content=tflite.convert(
                     _alone(module, consumed, width), batch_size=1),
                     num_threads=1).get_signature_runner()
@@ -112,27 +131,33 @@ def main(argv):
         rwc._round_robin(settings.values())
         for length in lengths:
             width, consumed = layouts[length]
-            phone = settings[("phone", length)].p50()
-            after = settings[("after", length)].p50()
-            prior = settings[("before", length)].p50()
-            records.append({"mechanism": name, "length": length,
-                            "words": width, "consumed": consumed,
-                            "phone_p50_ms": phone, "after_p50_ms": after,
-                            "before_p50_ms": prior,
-                            "after_share": after / phone,
-                            "before_share": prior / phone})
-            rows.append([name, str(length), f"{width:,} ({consumed:,})",
-                         f"{phone:.3f}", f"{after:.3f}",
-                         f"{100 * after / phone:.1f}%", f"{prior:.3f}",
-                         f"{100 * prior / phone:.1f}%"])
+            phone_setting = settings[("phone", length)]
+            phone = phone_setting.p50()
+            record = {"mechanism": name, "length": length, "words": width,
+                      "consumed": consumed, "phone_p50_ms": phone}
+            row = [name, str(length), f"{width:,} ({consumed:,})",
+                   f"{phone:.3f}"]
+            for kind in kinds:
+                setting = settings[(kind, length)]
+                cost = setting.p50()
+                low, high = _share_range(setting, phone_setting)
+                key = "after" if kind == "after" else f"before_{kind}"
+                record.update({f"{key}_p50_ms": cost,
+                               f"{key}_share": cost / phone,
+                               f"{key}_share_range": [low, high]})
+                row += [f"{cost:.3f}", f"{100 * cost / phone:.1f}% "
+                        f"({100 * low:.1f}-{100 * high:.1f})"]
+            records.append(record)
+            rows.append(row)
             print(" | ".join(rows[-1]), flush=True)
         logging.warning("%s: %.0f s", name, time.time() - began)
     columns = ["mechanism", "length", "words (read)", "phone model p50 ms",
-               "mixing + checks p50 ms", "share",
-               f"before ({FLAGS.before_commit}) p50 ms", "before share"]
+               "mixing + checks p50 ms", "share (per-round range)"]
+    for commit in FLAGS.before_commits:
+        columns += [f"{commit} p50 ms", f"{commit} share (range)"]
     host.write_json(None, {"rows": records, "rounds": FLAGS.rounds,
                            "block": FLAGS.block,
-                           "before_commit": FLAGS.before_commit},
+                           "before_commits": FLAGS.before_commits},
                     name="extraction_cost",
                     table={"columns": columns, "rows": rows})
 

@@ -6,9 +6,11 @@ and their cost"):
 
 - --false_alarms: --alarm_layouts (consumed words:buffers) os.urandom
   buffers through the per-row statistics (tfdptext.models.word_checks,
-  TensorFlow, vectorised over rows) and the repeat count of each row's
+  TensorFlow, vectorised over rows: the sampled checks and the zero
+  counts over the whole buffer) and the repeat count of each row's
   sample alone (as a one-row call); prints, per check, its limits, the
-  most extreme values seen and the failures.
+  most extreme values seen and the failures, and writes each layout's
+  table (benchmarks/results/false-alarms[-k].json).
 - --channel: the code release (3 codes, epsilon 2) alone as a phone model
   runs it, in TFLite, one call per release: --channel_draws releases per
   input code and per buffer kind (good, and the partly bad and defective
@@ -109,6 +111,8 @@ def _false_alarms(consumed, buffers):
         sample = word_checks.sampled_words(words, consumed)
         stats = word_checks.row_statistics(words, consumed, sample=sample)
         verdicts = word_checks.row_verdicts(words, consumed, sample=sample)
+        stats.update(word_checks.buffer_statistics(words, consumed))
+        verdicts.update(word_checks.buffer_verdicts(words, consumed))
         return stats, verdicts, word_checks.repeat_count(sample)
 
     done = 0
@@ -130,20 +134,22 @@ def _false_alarms(consumed, buffers):
 
 
 def _report_false_alarms():
+    """Prints each layout's table and writes it to
+    benchmarks/results/false-alarms[-k].json (the k-th layout of
+    --alarm_layouts, k >= 2; docs/benchmarks.md, "False alarms")."""
     from tfdptext.privacy import extraction
 
-    for pair in FLAGS.alarm_layouts:
+    for index, pair in enumerate(FLAGS.alarm_layouts):
         consumed, buffers = (int(v) for v in pair.split(":"))
         began = time.time()
         seen, limits, repeat_limit = _false_alarms(consumed, buffers)
+        seconds = time.time() - began
         width = extraction.layout(consumed).words
         print(f"\n{consumed:,} consumed words, buffers of {width:,} words "
               f"(the checks read {limits.sample}), {buffers:,} os.urandom "
-              f"buffers ({time.time() - began:.0f} s); per row, each "
-              "alone:\n")
-        columns = ["check", "fails when", "smallest seen", "largest seen",
-                   "failures"]
-        print("| " + " | ".join(columns) + " |\n|---|---|---|---|---|")
+              f"buffers ({seconds:.0f} s); per row, each alone:\n")
+        print("| check | fails when | smallest seen | largest seen | "
+              "failures |\n|---|---|---|---|---|")
         rows = []
         for name, (low, high, fails) in seen.items():
             if name == "word_repeats":
@@ -154,17 +160,18 @@ def _report_false_alarms():
                     p for p in (f"<= {lo}" if lo is not None and lo >= 0
                                 else None,
                                 f">= {hi}" if hi is not None else None) if p)
-                if name in ("bits", "half_sum_bits"):
+                if name in ("bits", "half_sum_bits", "neighbour_bits"):
                     rule += " (any of the 32)"
             rows.append([name, rule, f"{low:,.0f}", f"{high:,.0f}",
                          str(fails)])
             print("| " + " | ".join(rows[-1]) + " |", flush=True)
-        # The docs' table of this layout (make benchmark-docs).
-        host.write_json(None, {"buffers": buffers, "consumed": consumed,
-                               "width": width, "sample": limits.sample,
-                               "seconds": time.time() - began},
-                        name=f"false-alarms-{consumed}-words",
-                        table={"columns": columns, "rows": rows})
+        host.write_json(
+            None, {"consumed": consumed, "words": width,
+                   "sample": limits.sample, "buffers": buffers,
+                   "seconds": round(seconds, 1)},
+            name="false-alarms" + (f"-{index + 1}" if index else ""),
+            table={"columns": ["check", "fails when", "smallest seen",
+                               "largest seen", "failures"], "rows": rows})
 
 
 # ---------------------------------------------------------------------------

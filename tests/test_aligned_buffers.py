@@ -176,7 +176,9 @@ def test_audit_previous_call_is_a_true_replay():
         consumed=64, releases=60)
     (replay,) = verdicts
     assert replay.refused == 0 and replay.wrong_channel
-    assert "cannot be caught" in word_generators.markdown_table(verdicts)
+    # Released undetected: flagged, not as expected (the audit exits 1).
+    assert replay.unsafe and not replay.as_expected
+    assert "NO: UNSAFE" in word_generators.markdown_table(verdicts)
 
 
 def _numbers(sentence):

@@ -8,6 +8,7 @@ refuted by a wide margin at these sample sizes.
 import json
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -229,8 +230,12 @@ def test_structured_words_fail_closed_on_the_tflite_model(laplace_phone):
         np.float32)}
     verdicts = word_generators.check_tflite(model, feed, width, buffers=2,
                                             consumed=4 * 384)
-    assert all(v.as_expected for v in verdicts), \
-        word_generators.markdown_table(verdicts)
+    table = word_generators.markdown_table(verdicts)
+    assert all(v.as_expected for v in verdicts if not v.unsafe), table
+    # What no check can see is released, and flagged (issue 38).
+    assert {v.generator for v in verdicts if v.unsafe} == {
+        "java_util_random", "previous_call"}, table
+    assert not any(v.as_expected for v in verdicts if v.unsafe)
     refused = {v.generator for v in verdicts if v.refused}
     assert {"counter", "weyl", "lcg32", "half_repeated", "all_even",
             "top_bit_set", "ascii_text", "bytes_not_words"} <= refused
@@ -320,15 +325,60 @@ def test_program_audits_random_words(tmp_path):
     from tfdptext.cli import audit as program
 
     output = tmp_path / "words.md"
+    # The buffers no check can see are released: flagged, exit status 1.
     assert program.audit_random_words(None, 1, str(output), 60,
-                                      ["code_release"]) == 0
+                                      ["code_release"]) == 1
     table = output.read_text()
     assert "code_release (128 words, 2 read)" in table
     assert "| counter | 128 | 1 | 1 | refuse | - | yes |" in table
     assert "| counter_in_first_8 | 128 | 1 | 0 | exact or refuse | same (" \
         in table
-    assert "| java_util_random | 128 | 1 | 0 | release (cannot be caught) " \
+    assert "| java_util_random | 128 | 1 | 0 | refuse (cannot be caught) " \
         "| same (" in table
+    # A replay, flagged whatever its channel test says (with 60 releases
+    # of 3 codes its repeats may not reach the level).
+    assert re.search(r"\| previous_call \| 128 \| 1 \| 0 \| refuse \(cannot "
+                     r"be caught\) \| [^|]* \| NO: UNSAFE", table)
+    flagged = [line.split(" | ")[0][2:] for line in table.splitlines()
+               if line.endswith("| NO: UNSAFE, released undetected |")]
+    assert flagged == ["java_util_random", "previous_call"]
+    assert "| NO |" not in table
+
+
+def test_random_words_exit_status_counts_undetectable_releases(
+        monkeypatch):
+    """The exit status of `tfdptext-audit --random_words` on canned
+    verdicts: an undetectable buffer released gives 1 unless
+    --allow_undetectable; a defect released gives 1 either way."""
+    from tfdptext.audit import word_generators as wg
+    from tfdptext.cli import audit as program
+
+    def verdict(name, refused, expected, buffers=2):
+        return wg.Verdict(name, 128, buffers, refused, expected)
+
+    class Canned:
+        width = consumed = 128
+
+        def __init__(self, verdicts):
+            self.verdicts = verdicts
+
+    def status(*verdicts, allow=False):
+        phone = Canned([verdict("os_urandom", 0, wg.RELEASE), *verdicts])
+        monkeypatch.setattr(wg, "mechanism_phones",
+                            lambda names: {"m": phone})
+        return program.audit_random_words(None, 2, None, 0, None, allow)
+
+    monkeypatch.setattr(wg, "check_phone",
+                        lambda phone, **kwargs: phone.verdicts)
+    assert status() == 0
+    java = verdict("java_util_random", 0, wg.UNSAFE)
+    assert java.unsafe and not java.as_expected
+    assert status(java) == 1
+    assert status(java, allow=True) == 0
+    # Refused every time (no model can, but the rule says so): fine.
+    assert status(verdict("previous_call", 2, wg.UNSAFE)) == 0
+    released_defect = verdict("counter", 1, wg.REFUSE)
+    assert status(java, released_defect, allow=True) == 1
 
 
 @pytest.mark.parametrize("flag,name", [("--samples=5", "--samples"),

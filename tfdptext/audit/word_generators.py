@@ -20,7 +20,12 @@ the sum of g words C apart):
   `tfdptext.audit.java_random`; a buffer reused from an earlier call,
   replayed for real: `previous_call` sends one buffer every call, and
   the channel test shows its releases repeat): the reason the contract
-  is the platform's secure generator.
+  is the platform's secure generator. Such a buffer ought to be refused
+  (its release is predictable, or repeats an earlier one); no model can
+  refuse it, so every released one is flagged UNSAFE and is not as
+  expected (`Verdict.unsafe`): the audit's exit status is 1 unless told
+  to let only what a model can catch decide it
+  (`tfdptext-audit --allow_undetectable`).
 
 The generators of issue 38 (`_ISSUE_38`) aim at the groups of the
 extraction before it (a parity class from a seeded generator, odd words
@@ -76,6 +81,9 @@ UNCATCHABLE = "uncatchable"
 RELEASE = "release"
 REFUSE = "refuse"
 EXACT = "exact or refuse"
+# UNCATCHABLE buffers: a release breaks the guarantee, and no check can
+# refuse them.
+UNSAFE = "refuse (cannot be caught)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,12 +130,14 @@ class Generator:
         return self.kind in (DEFECT, PARTIAL)
 
     def expectation(self, width, consumed=None):
-        """RELEASE, REFUSE or EXACT for a model of `width` words per row
-        whose mechanism reads `consumed` (None: unknown, so a PARTIAL
-        buffer must be refused unless it is exact for every layout of
-        that width: g = 2 is the least mixing)."""
-        if self.kind in (GOOD, UNCATCHABLE):
+        """RELEASE, REFUSE, EXACT or UNSAFE for a model of `width` words
+        per row whose mechanism reads `consumed` (None: unknown, so a
+        PARTIAL buffer must be refused unless it is exact for every
+        layout of that width: g = 2 is the least mixing)."""
+        if self.kind == GOOD:
             return RELEASE
+        if self.kind == UNCATCHABLE:
+            return UNSAFE
         if self.kind == DEFECT:
             return REFUSE
         if consumed is None:
@@ -595,7 +605,8 @@ class Verdict:
     Attributes:
         generator, width, buffers: which, how wide, how many.
         refused: how many of them the model refused.
-        expected: RELEASE, REFUSE or EXACT (`Generator.expectation`).
+        expected: RELEASE, REFUSE, EXACT or UNSAFE
+            (`Generator.expectation`).
         channel_p: the smallest p-value (Bonferroni-corrected over the
             output positions) of the released outputs against the good
             generator's, or None when not tested (too few released, or
@@ -618,13 +629,20 @@ class Verdict:
         return self.channel_p is not None and self.channel_p < self.alpha
 
     @property
+    def unsafe(self):
+        """Whether buffers no check can see (UNCATCHABLE) were released:
+        releases that are predictable or repeat an earlier one."""
+        return self.expected == UNSAFE and self.refused < self.buffers
+
+    @property
     def as_expected(self):
-        """GOOD / UNCATCHABLE: never refused; DEFECT and non-exact PARTIAL
-        buffers: always refused; exact PARTIAL buffers: refused, or
-        released by the good buffers' channel."""
+        """GOOD: never refused; DEFECT and non-exact PARTIAL buffers, and
+        UNCATCHABLE ones (whose releases break the guarantee): always
+        refused; exact PARTIAL buffers: refused, or released by the good
+        buffers' channel."""
         if self.expected == RELEASE:
             return self.refused == 0
-        if self.expected == REFUSE:
+        if self.expected in (REFUSE, UNSAFE):
             return self.refused == self.buffers
         return not self.wrong_channel
 
@@ -891,12 +909,11 @@ def markdown_table(verdicts):
              "of the released (p) | as expected |",
              "|---|---|---|---|---|---|---|"]
     for v in verdicts:
-        expected = v.expected
-        if v.expected == RELEASE and v.why:
-            expected = "release (cannot be caught)"
         channel = "-" if v.channel_p is None else (
             f"{'WRONG' if v.wrong_channel else 'same'} ({v.channel_p:.2g})")
+        verdict = "yes" if v.as_expected else (
+            "NO: UNSAFE, released undetected" if v.unsafe else "NO")
         lines.append(f"| {v.generator} | {v.width:,} | {v.buffers} | "
-                     f"{v.refused} | {expected} | {channel} | "
-                     f"{'yes' if v.as_expected else 'NO'} |")
+                     f"{v.refused} | {v.expected} | {channel} | "
+                     f"{verdict} |")
     return "\n".join(lines)

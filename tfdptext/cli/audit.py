@@ -26,9 +26,13 @@ d_chi on a vector and on 16 tokens, every text-to-text mechanism).
 Buffers with a defect of the whole buffer must be refused; partly bad
 buffers whose every extraction group keeps a fresh word must be refused
 or released by the good buffers' law (a two-sample test per output
-position); os.urandom, and the generators no check can see, pass. The
-exit status is 1 when a row is not as expected: a defective buffer
-released, or a release that follows another channel.
+position); os.urandom must pass. The buffers no check can see
+(java.util.Random, a replayed buffer) ought to be refused too, since
+their releases are predictable or repeat: every model releases them, and
+their rows say UNSAFE. The exit status is 1 when a row is not as
+expected: a defective buffer released, a release that follows another
+channel, or an undetectable buffer released (unless
+--allow_undetectable, which lets only what a model can catch decide it).
 """
 
 import sys
@@ -86,6 +90,13 @@ def define_flags(flag_values=FLAGS):
                          "(and of os.urandom) for the two-sample test of "
                          "what is released; 0 skips it.", lower_bound=0,
                          flag_values=flag_values)
+    flags.DEFINE_bool("allow_undetectable", False,
+                      "With --random_words: still print the UNSAFE rows of "
+                      "the buffers no check can see (java.util.Random, a "
+                      "replayed buffer), but leave them out of the exit "
+                      "status, so that it says whether the model refuses "
+                      "or mixes what a model can catch.",
+                      flag_values=flag_values)
     flags.DEFINE_list("word_models", [ALL],
                       "With --random_words and no --export_dir: the phone "
                       "models to audit (tfdptext.audit.word_generators."
@@ -132,7 +143,8 @@ def audit(argv):
     if FLAGS.random_words:
         models = None if ALL in FLAGS.word_models else FLAGS.word_models
         return audit_random_words(FLAGS.export_dir, FLAGS.word_buffers,
-                                  FLAGS.output, FLAGS.word_releases, models)
+                                  FLAGS.output, FLAGS.word_releases, models,
+                                  FLAGS.allow_undetectable)
     from tfdptext.audit import auditor
     from tfdptext.audit import mechanisms
 
@@ -155,13 +167,14 @@ def audit(argv):
 
 
 def audit_random_words(export_dir=None, buffers=10, output=None,
-                       releases=300, models=None):
+                       releases=300, models=None, allow_undetectable=False):
     """--random_words: the generators against the phone model of
     `export_dir` (every length) or, without it, against the phone model
     of every mechanism (`models`: a subset), `buffers` each for the
     refusals and `releases` each for the channel test; prints the table
     (and writes it to `output`). Returns the exit status: 1 when a row is
-    not as expected."""
+    not as expected (the UNSAFE rows of undetectable buffers count unless
+    `allow_undetectable`)."""
     import json
 
     from tfdptext.audit import word_generators
@@ -189,9 +202,18 @@ def audit_random_words(export_dir=None, buffers=10, output=None,
                            for title, vs in sections.items()}, f, indent=2)
             else:
                 f.write(table + "\n")
+    unsafe = sorted({f"{title}: {v.generator}"
+                     for title, vs in sections.items() for v in vs
+                     if v.unsafe})
+    if unsafe:
+        print("\nUNSAFE, released undetected (no check inside a model can "
+              "see these buffers; only the app's contract, fresh words from "
+              f"the platform's secure generator, rules them out): "
+              f"{', '.join(unsafe)}", file=sys.stderr)
     unexpected = sorted({f"{title}: {v.generator}"
                          for title, vs in sections.items()
-                         for v in vs if not v.as_expected})
+                         for v in vs if not v.as_expected
+                         and not (allow_undetectable and v.unsafe)})
     if unexpected:
         print(f"\nNot as expected: {', '.join(unexpected)}",
               file=sys.stderr)

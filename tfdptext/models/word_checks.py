@@ -25,9 +25,14 @@ the extraction, which TFLite computes modulo 2^32 like TensorFlow
 (tested, `tests/test_extraction.py`); GATHER (the sample), BITCAST (the
 words' bytes), FLOOR_MOD and SUB (byte steps), UNSORTED_SEGMENT_SUM (byte
 histograms, bucket counts), a small matrix product (bit counts from the
-byte histograms), BITWISE_XOR (neighbours), EQUAL (zeros), TOPK_V2 (one sort of the call's sampled words); with a dynamic
-batch (SecureUserSide) also LOG for the repeat limit, which then depends
-on the number of rows.
+byte histograms), BITWISE_XOR (neighbours), EQUAL (zeros), TOPK_V2 (one
+sort of the call's sampled words); with a dynamic batch (SecureUserSide)
+also LOG for the repeat limit, which then depends on the number of rows.
+Every sub-range of a tensor is a SPLIT_V (`_part`), never a
+STRIDED_SLICE, which TFLite copies element by element: with the
+extraction's rotation in the same SPLIT_V, this took the mixing and
+checks of a 16-token d_chi phone model from 0.210 to 0.129 ms (one loaded
+run, docs/benchmarks.md).
 """
 
 import math
@@ -63,15 +68,18 @@ def extract(words, consumed):
     words = tf.cast(words, tf.int32)
     c = lay.consumed
     if lay.group == 2:
-        # SPLIT + ADD, the second half rotated by one word for C even
-        # (SPLIT_V + CONCATENATION): a strided slice or a GATHER of a
-        # long buffer costs 5-10 times as much in TFLite
-        # (docs/benchmarks.md).
-        first, second = tf.split(words, 2, axis=-1)
-        if lay.shifts[1]:
-            rest, last = tf.split(second, [c - 1, 1], axis=-1)
-            second = tf.concat([last, rest], axis=-1)
-        return first + second
+        # SPLIT + ADD; for C even (shift -1: word j pairs with C + j - 1,
+        # word 0 with the last) one SPLIT_V into [w_0], [w_1, w_C-1],
+        # [w_C, w_2C-2], [w_2C-1], two ADDs and a CONCATENATION of the
+        # sums: a strided slice or a GATHER of a long buffer costs 5-10
+        # times as much in TFLite (docs/benchmarks.md), and rotating the
+        # second half first would copy it once more.
+        if not lay.shifts[1]:
+            first, second = tf.split(words, 2, axis=-1)
+            return first + second
+        head, first, second, last = tf.split(words, [1, c - 1, c - 1, 1],
+                                             axis=-1)
+        return tf.concat([head + last, first + second], axis=-1)
     if any(lay.shifts):
         # At most 256 words (g > 2 means C < 64): one GATHER.
         words = tf.gather(words, lay.order.reshape(-1).astype(np.int32),
@@ -254,10 +262,10 @@ def _row_statistics(sample, consumed):
     # and 2 apart (S - 2 of each): their bit counts come from the same
     # byte histograms.
     size = taken.size
+    head = _part(sample, 0, size - 2)
     sources = [sample, first + second,
-               tf.bitwise.bitwise_xor(sample[:, 1:size - 1],
-                                      sample[:, :size - 2]),
-               tf.bitwise.bitwise_xor(sample[:, 2:], sample[:, :size - 2])]
+               tf.bitwise.bitwise_xor(_part(sample, 1, size - 1), head),
+               tf.bitwise.bitwise_xor(_part(sample, 2, size), head)]
     extra = [tf.reduce_sum(tf.cast(tf.equal(first, second), tf.float32),
                            axis=-1, keepdims=True)]
     widths = [int(x.shape[-1]) for x in sources]
@@ -271,10 +279,12 @@ def _row_statistics(sample, consumed):
                                       + 4 * source_index[:, None])
     # Low and high bytes of the sampled words in blocks, and their steps;
     # kinds: 0 low bytes, 1 low steps, 2 high bytes, 3 high steps.
-    lowhigh = tf.reshape(tf.gather(planes[:, :blocks * ws.BLOCK], [0, 3],
-                                   axis=-1), [-1, blocks, ws.BLOCK, 2])
-    steps = tf.math.floormod(lowhigh[:, :, :-1] - lowhigh[:, :, 1:],
-                             ws.BYTE_VALUES)
+    lowhigh = tf.reshape(tf.gather(_part(planes, 0, blocks * ws.BLOCK),
+                                   [0, 3], axis=-1),
+                         [-1, blocks, ws.BLOCK, 2])
+    steps = tf.math.floormod(
+        _part(lowhigh, 0, ws.BLOCK - 1, axis=2)
+        - _part(lowhigh, 1, ws.BLOCK, axis=2), ws.BYTE_VALUES)
     kind_values = tf.concat([lowhigh, steps], axis=2)  # (b, blocks, 255, 2)
     kind = np.concatenate([np.zeros(ws.BLOCK), np.ones(ws.BLOCK - 1)])[
         :, None] + np.array([0, 2])[None, :]
@@ -325,7 +335,7 @@ def _repeat_margin(sample):
     batch is static, as in a phone model), else +1 / -1 from the bound
     computed in the graph."""
     flat = tf.reshape(tf.cast(sample, tf.int32), [1, -1])
-    repeats = repeat_count(flat)[0]
+    repeats = tf.reshape(repeat_count(flat), [])
     if flat.shape[-1] is not None:
         return float(ws.word_repeat_limit(int(flat.shape[-1]))) - repeats
     ok = repeat_verdict(repeats, tf.size(sample))
@@ -335,8 +345,15 @@ def _repeat_margin(sample):
 def repeat_count(words):
     """(rows,) float32: words equal to an earlier word in each row of an
     int32 (rows, M) tensor (sort, count equal neighbours)."""
-    ordered = tf.math.top_k(words, k=tf.shape(words)[-1], sorted=True).values
-    equal = tf.equal(ordered[:, 1:], ordered[:, :-1])
+    width = words.shape[-1]
+    if width is None:
+        width = tf.shape(words)[-1]
+    ordered = tf.math.top_k(words, k=width, sorted=True).values
+    if isinstance(width, int):
+        equal = tf.equal(_part(ordered, 1, width),
+                         _part(ordered, 0, width - 1))
+    else:
+        equal = tf.equal(ordered[:, 1:], ordered[:, :-1])
     return tf.reduce_sum(tf.cast(equal, tf.float32), axis=-1)
 
 
@@ -353,6 +370,21 @@ def repeat_verdict(repeats, num_words):
     fails = tf.logical_and(repeats >= 1.0,
                            log_bound <= math.log(ws.WORD_REPEATS_FALSE_ALARM))
     return tf.logical_not(fails)
+
+
+def _part(x, begin, end, axis=1):
+    """x[begin:end] along `axis` (static bounds, a non-empty part) as a
+    SPLIT_V, which TFLite copies in contiguous runs, where its
+    STRIDED_SLICE copies element by element (module docstring)."""
+    size = int(x.shape[axis])
+    if not 0 <= begin < end <= size:
+        raise ValueError(f"_part needs 0 <= begin < end <= {size}, "
+                         f"received [{begin}, {end}).")
+    sizes = [begin, end - begin, size - end]
+    if sizes[1] == size:
+        return x
+    parts = tf.split(x, [n for n in sizes if n], axis=axis)
+    return parts[1] if begin else parts[0]
 
 
 def _all(booleans):
