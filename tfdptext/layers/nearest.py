@@ -87,6 +87,8 @@ def nearest_tokens(vectors, table, candidates, shortlist=SHORTLIST,
     exact = ops.sum(ops.square(vectors[:, None, :] - rows), axis=-1)
     exact = ops.where(ops.take(candidates, ids, axis=0), exact,
                       float("inf"))
-    best = ops.argmin(exact, axis=-1)
-    chosen = ops.take_along_axis(ids, ops.expand_dims(best, -1), axis=-1)
+    # top_k, not argmin: Keras' float argmin under TensorFlow adds a
+    # BitwiseAnd (not a TFLite builtin). Ties: the first in shortlist order.
+    _, best = ops.top_k(-exact, 1)
+    chosen = ops.take_along_axis(ids, best, axis=-1)
     return ops.cast(ops.squeeze(chosen, -1), "int32")
