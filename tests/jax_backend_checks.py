@@ -10,20 +10,23 @@ hands it gpu_cells.py's arguments):
 It writes to OUT_DIR:
 - noise.npz: Laplace and d_chi noise drawn by the layers under JAX (the
   test checks their laws against the closed forms);
-- robust.keras and text_to_text.keras: tiny split models (modes robust,
-  and text_to_text with label privacy) fine-tuned 2 steps, and
+- robust.keras and text_to_text.keras: tiny split models (robust
+  fine-tuned 2 steps; text_to_text as built: the dry run trains it), a
+  seq_rep model with label privacy fine-tuned 2 steps, and
   mlm_<mode>_<objective>.weights.h5: tiny MLMs pretrained 1 step
   (token_rep vanilla, text_to_text probabilistic);
 - batch.npz and checks.json: a fixed batch and the losses of these models
   on it with the noise off (the test recomputes them under TensorFlow),
   the nearest tokens of tests/nearest_ties.py's near-ties, the training
-  results, and the modules imported (no TensorFlow);
+  results, the process's CPU seconds after each part (`cpu_s`), and the
+  modules imported (no TensorFlow);
 then runs benchmarks/gpu_cells.py's main with GPU_CELLS_ARGS, if given.
 """
 
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -184,20 +187,23 @@ def main(out_dir):
     train, dev = tiny_split(64, 1), tiny_split(16, 2)
     checks = {"backend": keras.backend.backend(),
               "laplace_randomness": noise["laplace_randomness"],
-              "nearest": nearest_ties(), "trained": {}, "losses": {}}
+              "nearest": nearest_ties(), "trained": {}, "losses": {},
+              "cpu_s": {"start": time.process_time()}}
     # Eager (no XLA compile: seconds, not a minute each on a shared
     # 2-core CPU). The compiled steps ran on MiniLM in the package's dry
-    # run (docs/guides/pretraining.md) and benchmarks/jax_tf_steps.py.
-    for mode, extra in (("robust", {}), ("text_to_text",
-                                         {"label_epsilon": 2.0}),
-                        ("seq_rep", {})):
+    # run (docs/guides/pretraining.md) and benchmarks/jax_tf_steps.py;
+    # the dry run after these checks trains token_rep and text_to_text.
+    for mode in SPLITS + ("seq_rep",):
         split = build_split(mode)
-        checks["trained"][mode] = portable.fine_tune(
-            split, train, dev, steps=2, batch_size=8, learning_rate=1e-3,
-            jit_compile=False, **extra)
+        if mode != "text_to_text":  # trained in the dry run
+            checks["trained"][mode] = portable.fine_tune(
+                split, train, dev, steps=2, batch_size=8,
+                learning_rate=1e-3, jit_compile=False,
+                label_epsilon=2.0 if mode == "seq_rep" else None)
         if mode in SPLITS:
             split.model.save(os.path.join(out_dir, f"{mode}.keras"))
             checks["losses"][mode] = classifier_loss(split.model, dev)
+        checks["cpu_s"][mode] = time.process_time()
     batch = masked_batch(dev)
     np.savez(os.path.join(out_dir, "batch.npz"), **batch)
     for mode, objective in MLMS:
@@ -208,6 +214,7 @@ def main(out_dir):
                 heldout=dev, jit_compile=False)
         mlm.save_weights(os.path.join(out_dir, mlm_file(mode, objective)))
         checks["losses"][f"mlm_{mode}_{objective}"] = mlm_loss(mlm, batch)
+        checks["cpu_s"][f"mlm_{mode}_{objective}"] = time.process_time()
     checks["tensorflow_modules"] = sorted(
         m for m in sys.modules
         if m.split(".")[0] in ("tensorflow", "tensorflow_text"))
