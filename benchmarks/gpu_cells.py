@@ -9,16 +9,18 @@ pretraining with `tfdptext.pretraining.portable`.
 
 The plan (`plan_cells`), under one wall-clock budget:
 
-1. calibration: a short run of each kind of step (fine-tuning none and
-   token_rep, MLM pretraining token_rep/denoising): compile time (the
-   first step) and steps per second;
+1. calibration: a short run of each kind of step (fine-tuning none,
+   token_rep and text_to_text; MLM pretraining token_rep and
+   text_to_text with the denoising objective): compile time (the first
+   step) and steps per second;
 2. the Table 6 analogue at eta 81 (MiniLM's match of Qu et al.'s 125):
-   MLM pretraining token_rep with the denoising objective, then SST-2
-   fine-tuning token_rep from the plain encoder and from the pretrained
-   one, 3 seeds each, the same number of steps for both (sized from the
-   calibration to fit the budget), and the non-private reference (mode
-   none, plain encoder). text_to_text cells are listed and skipped with
-   the reason while its privatizer needs TensorFlow.
+   MLM pretraining of token_rep and of text_to_text with the denoising
+   objective, then SST-2 fine-tuning of each mode from the plain encoder
+   and from its pretrained one, 3 seeds, the same number of steps for
+   all (sized from the calibration to fit the budget), and the
+   non-private reference (mode none, plain encoder) after the first
+   seed. text_to_text's nearest-token search is `tfdptext.layers.
+   nearest` (full float32 precision under JAX).
 
 After every cell the results JSON (`RESULTS`) is rewritten under --out,
 so a run cut short returns what it did. --dry_run runs the same path on
@@ -44,6 +46,9 @@ BATCH_SIZE = 32
 FINETUNE_LEARNING_RATE = 5e-5
 PRETRAIN_BATCH_SIZE = 64
 CALIBRATION_STEPS = 30
+# A dry run's batches (the test's checks use the same size: under eager
+# JAX, ops of shapes seen before cost no new compilation).
+DRY_RUN_BATCH_SIZE = 8
 # Shares of the budget left after calibration.
 PRETRAIN_SHARE = 0.35
 # Seconds kept back at the end (writing, the release of the test split).
@@ -106,52 +111,75 @@ def _subset(values, count, seed):
     return {k: v[rows] for k, v in values.items()}
 
 
+# The private modes of the Table 6 analogue, in order: each is pretrained
+# (denoising) and fine-tuned from the plain and the pretrained encoder.
+PRIVATE_MODES = ("token_rep", "text_to_text")
+
+
+def _calibration_name(kind, mode):
+    suffix = "_denoising" if kind == "pretrain" else ""
+    return f"calibrate_{kind}_{mode}{suffix}"
+
+
 def plan_cells(dry_run):
     """The cells in order: (name, kind, settings). A dry run leaves out
     the calibration cells (the same code as the cells after them, with
-    fewer steps) and runs one seed."""
+    fewer steps) and runs one seed.
+
+    After calibration: the denoising pretraining of each private mode,
+    then seed by seed the SST-2 fine-tuning of each mode from the plain
+    and from its pretrained encoder, and after the first seed the
+    non-private reference (plain MiniLM, mode none): a run cut short keeps
+    whole seeds."""
     seeds = SEEDS[:1] if dry_run else SEEDS
     cells = [] if dry_run else [
-        ("calibrate_finetune_none", "finetune",
-         {"mode": "none", "encoder": "plain", "seed": 0}),
-        ("calibrate_finetune_token_rep", "finetune",
-         {"mode": "token_rep", "encoder": "plain", "seed": 0}),
-        ("calibrate_pretrain_token_rep_denoising", "pretrain",
-         {"mode": "token_rep", "objective": "denoising"}),
-    ]
-    cells += [
-        ("pretrain_eta81_token_rep_denoising", "pretrain",
-         {"mode": "token_rep", "objective": "denoising"}),
-    ]
-    for encoder in ("plain", "denoising"):
-        cells += [(f"sst2_eta81_token_rep_{encoder}_seed{s}", "finetune",
-                   {"mode": "token_rep", "encoder": encoder, "seed": s})
-                  for s in seeds]
-    cells += [(f"sst2_none_seed{s}", "finetune",
-               {"mode": "none", "encoder": "plain", "seed": s})
-              for s in seeds[:1]]
-    cells += [(f"{kind}_eta81_text_to_text_denoising", "skipped",
-               {"reason": "d_chi text-to-text (DChiTextPrivatizer) is a "
-                "TensorFlow layer: its nearest-token search does not run "
-                "on this backend yet"})
-              for kind in ("pretrain", "sst2")]
+        (_calibration_name("finetune", mode), "finetune",
+         {"mode": mode, "encoder": "plain", "seed": 0})
+        for mode in ("none",) + PRIVATE_MODES] + [
+        (_calibration_name("pretrain", mode), "pretrain",
+         {"mode": mode, "objective": "denoising"})
+        for mode in PRIVATE_MODES]
+    cells += [(f"pretrain_eta81_{mode}_denoising", "pretrain",
+               {"mode": mode, "objective": "denoising"})
+              for mode in PRIVATE_MODES]
+    for seed in seeds:
+        cells += [(f"sst2_eta81_{mode}_{encoder}_seed{seed}", "finetune",
+                   {"mode": mode, "encoder": encoder, "seed": seed})
+                  for mode in PRIVATE_MODES
+                  for encoder in ("plain", "denoising")]
+        if seed == seeds[0]:
+            cells.append((f"sst2_none_seed{seed}", "finetune",
+                          {"mode": "none", "encoder": "plain",
+                           "seed": seed}))
     return cells
 
 
-def size_cells(pretrain, finetune, left_s, finetunes):
-    """(pretraining steps, steps of each fine-tuning cell) that fit
-    `left_s` seconds: PRETRAIN_SHARE of it for the pretraining cell, the
-    rest shared by `finetunes` cells, each paying its compile time (the
-    calibration's first step) and, per step, its own time and the release
-    of its batch's texts (drawn once, before training). `pretrain` and
-    `finetune` are the calibration cells' results."""
-    pre_s = PRETRAIN_SHARE * left_s - pretrain["first_step_s"]
-    fine_s = (1 - PRETRAIN_SHARE) * left_s / finetunes - \
-        finetune["first_step_s"]
-    release_per_text = finetune["inputs_s"] / finetune["train_texts"]
-    step_s = 1.0 / finetune["steps_per_s"] + BATCH_SIZE * release_per_text
-    return (max(1, int(pre_s * pretrain["steps_per_s"])),
-            max(1, int(fine_s / step_s)))
+def size_cells(pretrains, finetunes, left_s):
+    """(pretraining steps of each pretraining cell, steps of every
+    fine-tuning cell) that fit `left_s` seconds.
+
+    PRETRAIN_SHARE of the time goes to the pretraining cells, equally,
+    each paying its compile time (its calibration's first step). The rest
+    goes to the fine-tuning cells, which all run the same number of steps
+    (plain and pretrained encoders compare at equal steps); each pays its
+    compile time and, per step, its step time and the release of a
+    batch's texts (drawn once, before training).
+
+    Args:
+        pretrains: the calibration result of each pretraining cell.
+        finetunes: the calibration result of each fine-tuning cell (one
+            entry per cell: a mode's calibration repeated).
+        left_s: seconds.
+    """
+    pre_s = PRETRAIN_SHARE * left_s / max(len(pretrains), 1)
+    pre_steps = [max(1, int((pre_s - c["first_step_s"]) * c["steps_per_s"]))
+                 for c in pretrains]
+    fixed = sum(c["first_step_s"] for c in finetunes)
+    per_step = sum(1.0 / c["steps_per_s"] + BATCH_SIZE * c["inputs_s"] /
+                   c["train_texts"] for c in finetunes)
+    fine_steps = max(1, int(((1 - PRETRAIN_SHARE) * left_s - fixed) /
+                            per_step))
+    return pre_steps, fine_steps
 
 
 class Runner:
@@ -170,11 +198,8 @@ class Runner:
         data = os.path.join(package, "data")
         self.sst2 = portable.load_ids(os.path.join(data, "sst2_ids.npz"))
         self.corpus = portable.load_ids(os.path.join(data, "ag_ids.npz"))
-        with open(os.path.join(data, "vocab.json")) as f:
-            vocab = json.load(f)
-        self.vocabulary = pretrain_portable.Vocabulary(
-            mask_id=vocab["mask_id"], pad_id=vocab["pad_id"],
-            special_token_ids=tuple(vocab["special_token_ids"]))
+        self.vocabulary = pretrain_portable.Vocabulary.from_json(
+            os.path.join(data, "vocab.json"))
         self.pretrained_dir = os.path.join(out_dir, "pretrained_encoder")
         self.speed = {}
         self.finetune_steps = None
@@ -192,30 +217,36 @@ class Runner:
     def left_s(self):
         return self.budget_s - (time.perf_counter() - self.start)
 
-    def _encoder(self, name):
+    def _pretrained_dir(self, mode):
+        return f"{self.pretrained_dir}_{mode}"
+
+    def _encoder(self, name, mode):
+        """The plain encoder, or the one `mode`'s pretraining wrote."""
         from tfdptext.models import portable_encoder
 
-        directory = (self.pretrained_dir if name != "plain"
+        directory = (self._pretrained_dir(mode) if name != "plain"
                      else os.path.join(self.package, "encoder"))
         return portable_encoder.load_encoder(directory)
 
-    def _steps(self, name, kind):
+    def _steps(self, name, kind, mode):
         if self.dry_run:
             return 2
         if name.startswith("calibrate"):
             return CALIBRATION_STEPS
-        return self.pretrain_steps if kind == "pretrain" \
+        return self.pretrain_steps[mode] if kind == "pretrain" \
             else self.finetune_steps
 
     def _size_from_calibration(self):
         cells = {c["name"]: c for c in self.results.data["cells"]}
-        finetunes = sum(1 for name, kind, _ in plan_cells(self.dry_run)
-                        if kind == "finetune" and not
-                        name.startswith("calibrate"))
-        self.pretrain_steps, self.finetune_steps = size_cells(
-            cells["calibrate_pretrain_token_rep_denoising"],
-            cells["calibrate_finetune_token_rep"],
-            self.left_s() - RESERVE_S, finetunes)
+        plan = [(kind, settings) for name, kind, settings in
+                plan_cells(self.dry_run) if not name.startswith("calibrate")]
+        pretrains = [s["mode"] for kind, s in plan if kind == "pretrain"]
+        pre_steps, self.finetune_steps = size_cells(
+            [cells[_calibration_name("pretrain", m)] for m in pretrains],
+            [cells[_calibration_name("finetune", s["mode"])]
+             for kind, s in plan if kind == "finetune"],
+            self.left_s() - RESERVE_S)
+        self.pretrain_steps = dict(zip(pretrains, pre_steps))
 
     def run_cell(self, name, kind, settings):
         from tfdptext.pretraining import model as mlm_model
@@ -224,17 +255,16 @@ class Runner:
         from tfdptext.training import portable
 
         cell = {"name": name, "kind": kind, **settings}
-        if kind == "skipped":
-            return cell
-        steps = self._steps(name, kind)
+        steps = self._steps(name, kind, settings["mode"])
         cell["budget_left_s"] = self.left_s()
         if kind == "pretrain":
             config = PretrainConfig(
                 mode=settings["mode"], objective=settings["objective"],
-                eta=ETA, steps=steps, batch_size=PRETRAIN_BATCH_SIZE
-                if not self.dry_run else 4, learning_rate=1e-4,
-                head_rate_multiplier=100.0).validate()
-            backbone = self._encoder("plain")
+                eta=ETA, steps=steps, batch_size=(
+                    DRY_RUN_BATCH_SIZE if self.dry_run
+                    else PRETRAIN_BATCH_SIZE),
+                learning_rate=1e-4, head_rate_multiplier=100.0).validate()
+            backbone = self._encoder("plain", settings["mode"])
             mlm = mlm_model.build_mlm(config, backbone, self.vocabulary)
             cell.update(pretrain_portable.pretrain(
                 mlm, self.corpus["train"], self.vocabulary, config,
@@ -243,18 +273,21 @@ class Runner:
             if not name.startswith("calibrate"):
                 from tfdptext.models import portable_encoder
 
-                portable_encoder.save_encoder(backbone, self.pretrained_dir,
-                                              dtype="float32")
+                portable_encoder.save_encoder(
+                    backbone, self._pretrained_dir(settings["mode"]),
+                    dtype="float32")
             return cell
-        batch = BATCH_SIZE if not self.dry_run else 4
+        batch = BATCH_SIZE if not self.dry_run else DRY_RUN_BATCH_SIZE
         used = steps * batch
         train = _subset(self.sst2["train"], used, settings["seed"])
         import keras
 
         keras.utils.set_random_seed(settings["seed"])
-        split = portable.build_split(settings["mode"],
-                                     self._encoder(settings["encoder"]), 2,
-                                     eta=ETA)
+        split = portable.build_split(
+            settings["mode"], self._encoder(settings["encoder"],
+                                            settings["mode"]), 2, eta=ETA,
+            special_token_ids=self.vocabulary.special_token_ids,
+            passthrough_token_ids=self.vocabulary.passthrough_token_ids)
         cell["train_texts"] = int(len(train["labels"]))
         test = self.sst2["test"]
         if self.dry_run:
@@ -262,7 +295,8 @@ class Runner:
         cell.update(portable.fine_tune(
             split, train, test, steps=steps, batch_size=batch,
             learning_rate=FINETUNE_LEARNING_RATE, seed=settings["seed"],
-            jit_compile=self.jit_compile, time_budget_s=max(self.left_s() - RESERVE_S, 1.0)))
+            jit_compile=self.jit_compile,
+            time_budget_s=max(self.left_s() - RESERVE_S, 1.0)))
         cell["accuracy_on"] = "sst2 test (GLUE dev)"
         return cell
 
@@ -274,17 +308,18 @@ class Runner:
                 self.results.data["sizing"] = {
                     "pretrain_steps": self.pretrain_steps,
                     "finetune_steps": self.finetune_steps}
-            if kind != "skipped" and self.left_s() < RESERVE_S:
+            if self.left_s() < RESERVE_S:
                 self.results.add({"name": name, "kind": "not_run",
                                   "reason": "wall-clock budget spent"})
                 continue
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             try:
                 cell = self.run_cell(name, kind, settings)
             except Exception as err:  # recorded; the next cell runs
                 cell = {"name": name, "kind": kind, "error":
                         f"{type(err).__name__}: {str(err)[:500]}"}
             cell["wall_s"] = time.perf_counter() - started
+            cell["cpu_s"] = time.process_time() - cpu_started
             self.results.add(cell)
             print(f"{name}: {json.dumps(cell, default=str)[:300]}",
                   flush=True)

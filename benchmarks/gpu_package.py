@@ -93,6 +93,8 @@ def write_data(directory, tokenizer, data_root):
              "pad_id": int(tokenizer.pad_id),
              "special_token_ids": sorted(int(i) for i in
                                          tokenizer.special_token_ids),
+             "passthrough_token_ids": sorted(
+                 int(i) for i in tokenizer.passthrough_token_ids),
              "vocabulary_size": int(tokenizer.vocabulary_size),
              "max_length": MAX_LENGTH}
     with open(os.path.join(directory, "vocab.json"), "w") as f:

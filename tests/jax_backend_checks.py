@@ -1,23 +1,32 @@
 """The backend-agnostic path under JAX, for tests/test_jax_backend.py.
 
-Run by that test in a subprocess with KERAS_BACKEND=jax and
-tests/no_tensorflow first on PYTHONPATH (TensorFlow unimportable):
+Run by that test in ONE subprocess with KERAS_BACKEND=jax and
+tests/no_tensorflow first on PYTHONPATH (TensorFlow unimportable), as the
+program of the device package's `run.sh --dry_run` (the test's $PYTHON
+hands it gpu_cells.py's arguments):
 
-    python tests/jax_backend_checks.py OUT_DIR
+    python tests/jax_backend_checks.py OUT_DIR [-- GPU_CELLS_ARGS...]
 
 It writes to OUT_DIR:
 - noise.npz: Laplace and d_chi noise drawn by the layers under JAX (the
   test checks their laws against the closed forms);
-- robust.keras: a tiny DPNR split (mode robust) fine-tuned 2 steps, and
-  mlm.weights.h5: a tiny token_rep MLM pretrained 2 steps (denoising);
-- batch.npz and checks.json: a fixed batch and the losses of both models
+- robust.keras and text_to_text.keras: tiny split models (robust
+  fine-tuned 2 steps; text_to_text as built: the dry run trains it), a
+  seq_rep model with label privacy fine-tuned 2 steps, and
+  mlm_<mode>_<objective>.weights.h5: tiny MLMs pretrained 1 step
+  (token_rep vanilla, text_to_text probabilistic);
+- batch.npz and checks.json: a fixed batch and the losses of these models
   on it with the noise off (the test recomputes them under TensorFlow),
-  the training results, and the modules imported (no TensorFlow).
+  the nearest tokens of tests/nearest_ties.py's near-ties, the training
+  results, the process's CPU seconds after each part (`cpu_s`), and the
+  modules imported (no TensorFlow);
+then runs benchmarks/gpu_cells.py's main with GPU_CELLS_ARGS, if given.
 """
 
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -57,18 +66,45 @@ def tiny_split(count, seed):
             "labels": (ids[:, 0] >= VOCABULARY_SIZE // 2).astype(np.int32)}
 
 
-def mlm_config(steps):
+PASSTHROUGH_IDS = (0, 1, 2)
+# The MLMs whose losses are compared with TensorFlow's: (mode, objective).
+MLMS = (("token_rep", "vanilla"), ("text_to_text", "probabilistic"))
+# The split models saved under JAX and loaded under TensorFlow.
+SPLITS = ("robust", "text_to_text")
+
+
+def mlm_config(mode, objective, steps=1):
     from tfdptext.pretraining.config import PretrainConfig
 
-    return PretrainConfig(mode="token_rep", objective="denoising",
-                          eta=DCHI_ETA, steps=steps, batch_size=8,
-                          max_predictions=4).validate()
+    return PretrainConfig(mode=mode, objective=objective, eta=DCHI_ETA,
+                          steps=steps, batch_size=8, max_predictions=4,
+                          num_privatizations=3).validate()
 
 
 def vocabulary():
     from tfdptext.pretraining import portable
 
-    return portable.Vocabulary(mask_id=MASK_ID, special_token_ids=SPECIAL_IDS)
+    return portable.Vocabulary(mask_id=MASK_ID, special_token_ids=SPECIAL_IDS,
+                               passthrough_token_ids=PASSTHROUGH_IDS)
+
+
+def build_mlm(mode, objective):
+    from tfdptext.pretraining import model as mlm_model
+
+    return mlm_model.build_mlm(mlm_config(mode, objective), tiny_backbone(),
+                               vocabulary())
+
+
+def mlm_file(mode, objective):
+    return f"mlm_{mode}_{objective}.weights.h5"
+
+
+def build_split(mode):
+    from tfdptext.training import portable
+
+    return portable.build_split(
+        mode, tiny_backbone(), 2, epsilon=1.0, eta=DCHI_ETA,
+        special_token_ids=SPECIAL_IDS, passthrough_token_ids=PASSTHROUGH_IDS)
 
 
 def masked_batch(values):
@@ -123,10 +159,24 @@ def _tensorflow_blocked():
     return False
 
 
+def nearest_ties():
+    """The nearest tokens of the near-ties under this backend: with its
+    own product (JAX: Precision.HIGHEST) and with a TF32 one."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import nearest_ties as ties
+
+    from tfdptext.layers import nearest
+
+    queries, table, candidates = ties.ties()
+    return {name: np.asarray(nearest.nearest_tokens(
+        queries, table, candidates, **kwargs)).tolist()
+        for name, kwargs in (("default", {}),
+                             ("tf32", {"product": ties.tf32_product}))}
+
+
 def main(out_dir):
     import keras
 
-    from tfdptext.pretraining import model as mlm_model
     from tfdptext.pretraining import portable as pretrain_portable
     from tfdptext.training import portable
 
@@ -135,35 +185,48 @@ def main(out_dir):
     np.savez(os.path.join(out_dir, "noise.npz"), laplace=noise["laplace"],
              dchi=noise["dchi"])
     train, dev = tiny_split(64, 1), tiny_split(16, 2)
-    split = portable.build_split(portable.ROBUST, tiny_backbone(), 2,
-                                 epsilon=1.0)
+    checks = {"backend": keras.backend.backend(),
+              "laplace_randomness": noise["laplace_randomness"],
+              "nearest": nearest_ties(), "trained": {}, "losses": {},
+              "cpu_s": {"start": time.process_time()}}
     # Eager (no XLA compile: seconds, not a minute each on a shared
     # 2-core CPU). The compiled steps ran on MiniLM in the package's dry
-    # run (docs/guides/pretraining.md) and benchmarks/jax_tf_steps.py.
-    robust = portable.fine_tune(split, train, dev, steps=2, batch_size=8,
-                                learning_rate=1e-3, jit_compile=False)
-    split.model.save(os.path.join(out_dir, "robust.keras"))
-    mlm = mlm_model.build_mlm(mlm_config(2), tiny_backbone(), vocabulary())
-    pretrained = pretrain_portable.pretrain(mlm, train, vocabulary(),
-                                            mlm_config(2), heldout=dev,
-                                            jit_compile=False)
-    mlm.save_weights(os.path.join(out_dir, "mlm.weights.h5"))
+    # run (docs/guides/pretraining.md) and benchmarks/jax_tf_steps.py;
+    # the dry run after these checks trains token_rep and text_to_text.
+    for mode in SPLITS + ("seq_rep",):
+        split = build_split(mode)
+        if mode != "text_to_text":  # trained in the dry run
+            checks["trained"][mode] = portable.fine_tune(
+                split, train, dev, steps=2, batch_size=8,
+                learning_rate=1e-3, jit_compile=False,
+                label_epsilon=2.0 if mode == "seq_rep" else None)
+        if mode in SPLITS:
+            split.model.save(os.path.join(out_dir, f"{mode}.keras"))
+            checks["losses"][mode] = classifier_loss(split.model, dev)
+        checks["cpu_s"][mode] = time.process_time()
     batch = masked_batch(dev)
     np.savez(os.path.join(out_dir, "batch.npz"), **batch)
-    checks = {
-        "backend": keras.backend.backend(),
-        "laplace_randomness": noise["laplace_randomness"],
-        "robust": robust, "pretrain": pretrained,
-        "robust_loss": classifier_loss(split.model, dev),
-        "mlm_loss": mlm_loss(mlm, batch),
-        "tensorflow_modules": sorted(m for m in sys.modules
-                                     if m.split(".")[0] in
-                                     ("tensorflow", "tensorflow_text")),
-        "tensorflow_blocked": _tensorflow_blocked(),
-    }
+    for mode, objective in MLMS:
+        mlm = build_mlm(mode, objective)
+        checks["trained"][f"mlm_{mode}_{objective}"] = \
+            pretrain_portable.pretrain(
+                mlm, train, vocabulary(), mlm_config(mode, objective),
+                heldout=dev, jit_compile=False)
+        mlm.save_weights(os.path.join(out_dir, mlm_file(mode, objective)))
+        checks["losses"][f"mlm_{mode}_{objective}"] = mlm_loss(mlm, batch)
+        checks["cpu_s"][f"mlm_{mode}_{objective}"] = time.process_time()
+    checks["tensorflow_modules"] = sorted(
+        m for m in sys.modules
+        if m.split(".")[0] in ("tensorflow", "tensorflow_text"))
+    checks["tensorflow_blocked"] = _tensorflow_blocked()
     with open(os.path.join(out_dir, "checks.json"), "w") as f:
         json.dump(checks, f, indent=1, default=str)
 
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    if "--" in sys.argv:  # then the device package's program, here
+        sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+        import gpu_cells
+
+        sys.exit(gpu_cells.main(sys.argv[sys.argv.index("--") + 1:]))

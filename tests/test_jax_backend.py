@@ -1,11 +1,13 @@
 """The backend-agnostic training path: under JAX with TensorFlow
-unimportable, its parity with TensorFlow, the noise laws under both
-backends, a model trained under JAX exported under TensorFlow, and the
-device package's dry run (issue 37).
+unimportable, its parity with TensorFlow, the noise laws and the
+nearest-token search under both backends, a model trained under JAX
+exported under TensorFlow, and the device package's dry run (issue 37).
 
-The JAX side runs in subprocesses (KERAS_BACKEND=jax, tests/no_tensorflow
-first on PYTHONPATH: `import tensorflow` raises there); this process is
-the TensorFlow side.
+The JAX side runs in ONE subprocess (KERAS_BACKEND=jax, tests/no_tensorflow
+first on PYTHONPATH: `import tensorflow` raises there): the device
+package's `run.sh --dry_run`, whose $PYTHON runs tests/jax_backend_checks.py
+before the package's program (`_PYTHON_WITH_CHECKS`). This process is the
+TensorFlow side.
 """
 
 import json
@@ -22,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import jax_backend_checks as checks  # noqa: E402
+import nearest_ties  # noqa: E402
 
 pytest.importorskip("jax")
 
@@ -43,31 +46,68 @@ def jax_environment():
     return env
 
 
+# run.sh's $PYTHON: the package's program (gpu_cells.py) runs in the same
+# process as the checks, after them (one import of JAX, Keras, keras-hub).
+_PYTHON_WITH_CHECKS = """#!/usr/bin/env bash
+case "$1" in
+  *gpu_cells.py) shift
+    exec "$REAL_PYTHON" "$CHECKS" "$CHECKS_OUT" -- "$@";;
+  *) exec "$REAL_PYTHON" "$@";;
+esac
+"""
+
+
 @pytest.fixture(scope="module")
 def jax_run(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("jax"))
+    """(checks directory, checks.json, the dry run's gpu_cells.json)."""
+    root = tmp_path_factory.mktemp("jax")
+    package, out = str(root / "gpu"), str(root / "out")
+    _tiny_package(package)
+    python = root / "python_with_checks"
+    python.write_text(_PYTHON_WITH_CHECKS)
+    python.chmod(0o755)
+    env = dict(jax_environment(), OUT=out, PYTHON=str(python),
+               REAL_PYTHON=sys.executable, CHECKS_OUT=str(root),
+               CHECKS=os.path.join(ROOT, "tests", "jax_backend_checks.py"),
+               TFDPTEXT_REPO=ROOT)
+    env.pop("JAX_PLATFORMS")  # run.sh sets it for --dry_run
     done = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "jax_backend_checks.py"),
-         out], env=jax_environment(), capture_output=True, text=True,
-        timeout=SUBPROCESS_TIMEOUT_S)
+        ["bash", os.path.join(package, "run.sh"), "--dry_run", "--eager"],
+        env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
-    with open(os.path.join(out, "checks.json")) as f:
-        return out, json.load(f)
+    with open(os.path.join(root, "checks.json")) as f:
+        result = json.load(f)
+    with open(os.path.join(out, "gpu_cells.json")) as f:
+        return str(root), result, json.load(f)
 
 
 def test_jax_path_trains_without_tensorflow(jax_run):
-    _, result = jax_run
+    _, result, _ = jax_run
     assert result["backend"] == "jax"
     assert result["tensorflow_blocked"], "the blocker did not block"
     assert result["tensorflow_modules"] == []
-    assert result["robust"]["steps"] == 2
-    assert result["pretrain"]["steps"] == 2
-    assert np.isfinite(result["robust"]["final_train_loss"])
-    assert np.isfinite(result["pretrain"]["heldout_loss"])
+    trained = result["trained"]
+    assert sorted(trained) == sorted(
+        ["robust", "seq_rep"] + [f"mlm_{m}_{o}" for m, o in checks.MLMS])
+    for name, run in trained.items():
+        assert run["steps"] == (1 if name.startswith("mlm") else 2), name
+        assert np.isfinite(run["final_train_loss"]), name
     # keras.random with a seed state: stated as seeded, never as a
     # source fit for users' releases.
     assert result["laplace_randomness"] == "seeded"
-    assert result["robust"]["guarantee"]["randomness"] == "seeded"
+    assert trained["robust"]["guarantee"]["randomness"] == "seeded"
+    assert trained["seq_rep"]["guarantee"]["mechanism"] == "laplace"
+    # the labels: released once by randomized response from os.urandom
+    assert trained["seq_rep"]["label_guarantee"]["randomness"] == \
+        "os_entropy"
+
+
+def test_nearest_tokens_under_jax_equal_float64(jax_run):
+    # JAX's product at Precision.HIGHEST, and a TF32 one, both re-ranked
+    # exactly (TensorFlow's side: tests/test_nearest.py).
+    reference = nearest_ties.float64_nearest(*nearest_ties.ties())
+    for name, chosen in jax_run[1]["nearest"].items():
+        np.testing.assert_array_equal(chosen, reference, err_msg=name)
 
 
 def _noise(source, jax_run):
@@ -103,41 +143,38 @@ def test_noise_laws_match_closed_forms(source, jax_run):
         1.0 / np.sqrt(checks.DCHI_DIM) / 2
 
 
-def _load_robust(out):
-    """The split model trained under JAX, loaded here (TensorFlow)."""
+def _load_split(out, mode):
+    """A split model trained under JAX, loaded here (TensorFlow)."""
     import keras
 
     from tfdptext import models  # noqa: F401 (registers its layers)
 
-    return keras.models.load_model(os.path.join(out, "robust.keras"))
+    return keras.models.load_model(os.path.join(out, f"{mode}.keras"),
+                                   compile=False)
 
 
-def test_classifier_loss_equals_tensorflow(jax_run):
-    out, result = jax_run
-    model = _load_robust(out)
+@pytest.mark.parametrize("mode", checks.SPLITS)
+def test_classifier_loss_equals_tensorflow(jax_run, mode):
+    out, result, _ = jax_run
+    model = _load_split(out, mode)
     dev = checks.tiny_split(16, 2)
-    assert abs(checks.classifier_loss(model, dev) - result["robust_loss"]) \
+    assert abs(checks.classifier_loss(model, dev) - result["losses"][mode]) \
         < LOSS_TOLERANCE
 
 
-def test_mlm_loss_equals_tensorflow(jax_run):
-    from tfdptext.pretraining import model as mlm_model
-
-    out, result = jax_run
-    mlm = mlm_model.build_mlm(checks.mlm_config(1), checks.tiny_backbone(),
-                              _TokenizerIds())
+@pytest.mark.parametrize("mode, objective", checks.MLMS)
+def test_mlm_loss_equals_tensorflow(jax_run, mode, objective):
+    # token_rep vanilla reads its targets off the release with the
+    # nearest-token search; text_to_text probabilistic draws them through
+    # the text privatizer (noise off here: both are deterministic).
+    out, result, _ = jax_run
+    mlm = checks.build_mlm(mode, objective)
     with np.load(os.path.join(out, "batch.npz")) as store:
         batch = {k: store[k] for k in store.files}
     mlm(batch)  # builds every layer before the weights load
-    mlm.load_weights(os.path.join(out, "mlm.weights.h5"))
-    assert abs(checks.mlm_loss(mlm, batch) - result["mlm_loss"]) < \
-        LOSS_TOLERANCE
-
-
-class _TokenizerIds:
-    """What build_mlm reads of a tokenizer for token_rep / denoising."""
-
-    mask_id = checks.MASK_ID
+    mlm.load_weights(os.path.join(out, checks.mlm_file(mode, objective)))
+    assert abs(checks.mlm_loss(mlm, batch) -
+               result["losses"][f"mlm_{mode}_{objective}"]) < LOSS_TOLERANCE
 
 
 def test_model_trained_under_jax_exports_to_tflite(jax_run):
@@ -149,8 +186,7 @@ def test_model_trained_under_jax_exports_to_tflite(jax_run):
     from tfdptext.layers import base
     from tfdptext.models.split_spec import SEQUENCE
 
-    out, _ = jax_run
-    user = _load_robust(out).get_layer("user_side")
+    user = _load_split(jax_run[0], "robust").get_layer("user_side")
     # The exporter's phone model (one text of a fixed length per invoke),
     # with the layers' own TensorFlow random ops.
     phone = exporter._phone_model(user, SEQUENCE, checks.LENGTH,
@@ -189,55 +225,57 @@ def _tiny_package(directory):
         "heldout": checks.tiny_split(8, 8)})
     with open(os.path.join(data, "vocab.json"), "w") as f:
         json.dump({"mask_id": checks.MASK_ID, "pad_id": 0,
-                   "special_token_ids": list(checks.SPECIAL_IDS)}, f)
+                   "special_token_ids": list(checks.SPECIAL_IDS),
+                   "passthrough_token_ids": list(checks.PASSTHROUGH_IDS)},
+                  f)
     with open(os.path.join(directory, "manifest.json"), "w") as f:
         json.dump({"test": "tiny package"}, f)
     shutil.copy(os.path.join(ROOT, "benchmarks", "gpu_run.sh"),
                 os.path.join(directory, "run.sh"))
 
 
-def test_device_package_dry_run_without_tensorflow(tmp_path):
-    package = str(tmp_path / "gpu")
-    _tiny_package(package)
-    out = str(tmp_path / "out")
-    env = dict(jax_environment(), OUT=out, PYTHON=sys.executable,
-               TFDPTEXT_REPO=ROOT)
-    env.pop("JAX_PLATFORMS")  # run.sh sets it for --dry_run
-    done = subprocess.run(
-        ["bash", os.path.join(package, "run.sh"), "--dry_run", "--eager"],
-        env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr[-3000:]
-    with open(os.path.join(out, "gpu_cells.json")) as f:
-        result = json.load(f)
+def test_device_package_dry_run_without_tensorflow(jax_run):
+    result = jax_run[2]
     assert result["dry_run"] and result["versions"]["backend"] == "jax"
     cells = {c["name"]: c for c in result["cells"]}
     assert not [c for c in cells.values() if "error" in c]
-    ran = [c for c in cells.values() if c["kind"] in ("finetune",
-                                                       "pretrain")]
-    # pretraining, fine-tuning from the plain and the pretrained encoder,
-    # the non-private reference (a dry run: 1 seed, no calibration)
-    assert len(ran) == 4 and all(c["steps"] == 2 for c in ran)
+    # each private mode's pretraining, fine-tuning from the plain and the
+    # pretrained encoder, the non-private reference (a dry run: 1 seed,
+    # no calibration)
+    assert sorted(cells) == sorted(
+        [f"pretrain_eta81_{m}_denoising" for m in ("token_rep",
+                                                   "text_to_text")] +
+        [f"sst2_eta81_{m}_{e}_seed0" for m in ("token_rep", "text_to_text")
+         for e in ("plain", "denoising")] + ["sst2_none_seed0"])
+    assert all(c["steps"] == 2 for c in cells.values())
     assert result["plan"] == [c["name"] for c in result["cells"]]
     assert cells["sst2_eta81_token_rep_denoising_seed0"]["guarantee"][
         "mechanism"] == "dchi"
-    assert all(0.0 <= c["accuracy"] <= 1.0 for c in ran
+    assert cells["sst2_eta81_text_to_text_denoising_seed0"]["guarantee"][
+        "mechanism"] == "dchi_text_to_text"
+    assert all(0.0 <= c["accuracy"] <= 1.0 for c in cells.values()
                if c["kind"] == "finetune")
-    assert cells["sst2_eta81_text_to_text_denoising"]["kind"] == "skipped"
 
 
 def test_device_cells_are_sized_to_fit_the_budget():
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     import gpu_cells
 
-    pretrain = {"first_step_s": 20.0, "steps_per_s": 10.0}
-    finetune = {"first_step_s": 15.0, "steps_per_s": 40.0, "inputs_s": 2.0,
-                "train_texts": 960}
-    left, cells = 400.0, 7
-    pre_steps, fine_steps = gpu_cells.size_cells(pretrain, finetune, left,
-                                                 cells)
-    pre_time = pretrain["first_step_s"] + pre_steps / 10.0
-    fine_time = cells * (finetune["first_step_s"] + fine_steps * (
-        1 / 40.0 + gpu_cells.BATCH_SIZE * 2.0 / 960))
+    pretrains = [{"first_step_s": 20.0, "steps_per_s": 10.0},
+                 {"first_step_s": 30.0, "steps_per_s": 4.0}]
+    fast = {"first_step_s": 15.0, "steps_per_s": 40.0, "inputs_s": 2.0,
+            "train_texts": 960}
+    slow = dict(fast, inputs_s=20.0)  # text_to_text's release
+    finetunes = [fast] * 4 + [slow] * 3
+    left = 800.0
+    pre_steps, fine_steps = gpu_cells.size_cells(pretrains, finetunes, left)
+    pre_time = sum(c["first_step_s"] + n / c["steps_per_s"]
+                   for c, n in zip(pretrains, pre_steps))
+    fine_time = sum(c["first_step_s"] + fine_steps * (
+        1 / c["steps_per_s"] + gpu_cells.BATCH_SIZE * c["inputs_s"] /
+        c["train_texts"]) for c in finetunes)
     assert pre_time + fine_time <= left
-    # and uses most of it (within one step of each cell)
-    assert pre_time + fine_time > left - 1.0 / 10.0 - cells * 0.1
+    # the pretraining cells share their part equally
+    assert abs(pre_time - gpu_cells.PRETRAIN_SHARE * left) < 1.0
+    # and the whole uses most of the budget (within a step of each cell)
+    assert pre_time + fine_time > left - 1.0 - 7 * 0.8

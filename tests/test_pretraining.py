@@ -110,19 +110,23 @@ def test_probabilistic_targets_count_k_privatizations_of_masked_rows():
     calls = []
 
     def privatize(ids):  # the n-th id privatized -> (id + n) % vocabulary
-        calls.append(ids.numpy())
-        n = tf.range(tf.size(ids), dtype=tf.int32)
+        calls.append(np.asarray(ids))
+        n = tf.reshape(tf.range(tf.size(ids), dtype=tf.int32),
+                       tf.shape(ids))
         return (ids + n) % vocabulary
 
-    targets = objectives.probabilistic_targets(
+    targets = np.asarray(objectives.probabilistic_targets(
         original, weights, privatize=privatize, num_privatizations=k,
-        vocabulary_size=vocabulary).numpy()
-    # Only the 3 masked positions, K times each, were privatized.
-    np.testing.assert_array_equal(calls[0], np.repeat([4, 7, 2], k))
+        vocabulary_size=vocabulary))
+    # Every slot was privatized K times in one call (fixed shapes) ...
+    np.testing.assert_array_equal(calls[0], np.repeat(original[..., None],
+                                                      k, axis=-1))
+    # ... and only the 3 masked positions' draws were kept.
     expected = np.zeros((2, 3, vocabulary))
-    for row, (b, p) in enumerate([(0, 0), (0, 1), (1, 0)]):
+    for b, p in [(0, 0), (0, 1), (1, 0)]:
         for j in range(k):
-            expected[b, p, (original[b, p] + row * k + j) % vocabulary] += 1
+            n = (b * 3 + p) * k + j
+            expected[b, p, (original[b, p] + n) % vocabulary] += 1
     expected /= k
     expected[0, 2, 0] = expected[1, 1, 0] = expected[1, 2, 0] = 1.0
     np.testing.assert_allclose(targets, expected, atol=1e-7)
@@ -237,9 +241,10 @@ def test_probabilistic_targets_are_counts_of_k_privatizations(
     masked = batch["mask_weights"].numpy() > 0
     positions = batch["mask_positions"].numpy()
     original = _take(batch["token_ids"].numpy(), positions)[masked]
-    # text_to_text: the first call is the release, the last the K draws.
-    drawn = draws[-1].reshape(-1, k)
-    assert drawn.shape[0] == masked.sum()
+    # text_to_text: the first call is the release, the last the K draws
+    # (of every slot: fixed shapes; the padding slots' are dropped).
+    assert draws[-1].shape == masked.shape + (k,)
+    drawn = draws[-1][masked]
     assert not set(drawn.ravel().tolist()) & TOY_SPECIAL
     expected = np.stack([np.bincount(row, minlength=len(TOY_VOCAB))
                          for row in drawn]) / k

@@ -70,18 +70,33 @@ def nan_unless(ok, values):
 
 def checked_token_ids(inputs, vocabulary_size, layer_name):
     """(int32 ids with invalid ones set to 0, validity mask). Ids outside
-    [0, vocabulary_size) raise when called eagerly; in a graph the caller
-    releases -1 for them (an unusable release the server refuses)."""
-    import tensorflow as tf
-
-    token_ids = tf.cast(inputs, tf.int32)
-    valid = tf.logical_and(token_ids >= 0, token_ids < vocabulary_size)
-    if tf.executing_eagerly() and not bool(tf.reduce_all(valid)):
-        bad = tf.boolean_mask(token_ids, tf.logical_not(valid))
+    [0, vocabulary_size) raise when called eagerly; in a graph (a traced
+    or compiled step) the caller releases -1 for them (an unusable release
+    the server refuses). Any backend."""
+    token_ids = ops.cast(inputs, "int32")
+    valid = ops.logical_and(token_ids >= 0, token_ids < vocabulary_size)
+    values = _values_now(valid)
+    if values is not None and not values.all():
+        bad = np.asarray(_values_now(token_ids))[~values]
         raise ArgumentError(
             f"`inputs` of {layer_name} must be token ids in [0, "
-            f"{vocabulary_size}), received {bad.numpy()[:10]}.")
-    return tf.where(valid, token_ids, 0), valid
+            f"{vocabulary_size}), received {bad[:10]}.")
+    return ops.where(valid, token_ids, 0), valid
+
+
+def _values_now(x):
+    """`x` as numpy when it holds values (an eager call), else None (a
+    TensorFlow graph, a JAX trace)."""
+    if noise_math.is_tensorflow():
+        import tensorflow as tf
+
+        return x.numpy() if tf.executing_eagerly() else None
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if isinstance(x, jax.core.Tracer):
+            return None
+    return np.asarray(x)
 
 
 PRIVATIZER = "privatizer"

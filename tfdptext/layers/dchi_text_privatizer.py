@@ -1,14 +1,12 @@
 """DChiTextPrivatizer: d_chi text-to-text privatization of token ids."""
 
 import keras
-import numpy as np
-import tensorflow as tf
 
 from tfdptext.errors import ArgumentError
-from tfdptext.layers import sampling
+from tfdptext.layers import nearest
+from tfdptext.layers import noise_math
 from tfdptext.layers import token_privatizer
 from tfdptext.privacy import metric
-from tfdptext.privacy import randomness as randomness_lib
 from tfdptext.privacy import validation
 
 
@@ -23,8 +21,10 @@ class DChiTextPrivatizer(token_privatizer.TokenPrivatizer):
     it through would make a word -> [UNK] substitution infinitely
     distinguishable), except the structural `passthrough_token_ids`
     ([PAD], [CLS], [SEP]), which reveal only the length.
-    Exact nearest neighbour in the graph (a matrix product and ARG_MIN), so
-    the layer exports to TFLite; for whole corpora off device, see
+    Exact nearest neighbour in the graph (`tfdptext.layers.nearest`: a
+    matrix product, TOPK_V2 and an exact re-ranking), so the layer exports
+    to TFLite, and runs on any Keras backend (server-side training under
+    JAX, noise from `keras.random` there); for whole corpora off device, see
     `tfdptext.offline.DChiCorpusPrivatizer` (FAISS).
 
     The embedding table is a non-trainable weight: it is saved with the
@@ -72,21 +72,24 @@ class DChiTextPrivatizer(token_privatizer.TokenPrivatizer):
         self.embedding_description = embedding_description
 
     def nearest_tokens(self, vectors):
-        """Exact nearest candidate token for each row of (N, dim) vectors."""
-        table = tf.convert_to_tensor(self.embeddings)
-        squared_norms = tf.reduce_sum(tf.square(table), axis=-1)
-        scores = squared_norms[None, :] - 2.0 * tf.matmul(
-            vectors, table, transpose_b=True)
-        scores = self._candidates_only(scores, np.inf)
-        return tf.argmin(scores, axis=-1, output_type=tf.int32)
+        """Exact nearest candidate token for each row of (N, dim) vectors
+        (`tfdptext.layers.nearest`: full float32 precision on a GPU too)."""
+        return nearest.nearest_tokens(vectors, self.embeddings,
+                                      ~self._is_special)
 
     def _private_tokens(self, rows, uniforms):
-        noisy = rows + sampling.dchi(tf.shape(rows), self.eta,
-                                     self.embedding_dim, uniforms)
-        return self.nearest_tokens(noisy)
+        if uniforms is None:
+            source = self.noise_source()
+            noise = noise_math.dchi(source.shape(rows), self.eta, source)
+        else:  # the phone's random numbers (TensorFlow)
+            from tfdptext.layers import sampling
+
+            noise = sampling.dchi(None, self.eta, self.embedding_dim,
+                                  uniforms)
+        return self.nearest_tokens(rows + noise)
 
     def _uniforms_per_token(self):
-        return sampling.dchi_uniforms_per_vector(self.embedding_dim)
+        return noise_math.dchi_uniforms_per_vector(self.embedding_dim)
 
     def corpus_privatizer(self, seed=None):
         from tfdptext.offline import dchi as offline_dchi
@@ -98,7 +101,7 @@ class DChiTextPrivatizer(token_privatizer.TokenPrivatizer):
             embedding_description=self.embedding_description)
 
     def _guarantee(self):
-        return self._guarantee_for(randomness_lib.TENSORFLOW_UNSEEDED)
+        return self._guarantee_for(noise_math.default_randomness())
 
     def _guarantee_for(self, randomness):
         return metric.dchi_guarantee(

@@ -1,8 +1,12 @@
-"""TokenPrivatizer: the common part of the text-to-text mechanisms."""
+"""TokenPrivatizer: the common part of the text-to-text mechanisms.
+
+Written in `keras.ops`: with a subclass whose noise is too (d_chi), it runs
+on any backend; the other subclasses, and the phone's random words, use
+TensorFlow."""
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from tfdptext import vocabulary
 from tfdptext.errors import ArgumentError
@@ -59,7 +63,7 @@ class TokenPrivatizer(base.PrivatizationLayer):
         # creation), so it is in place even when the layer is first built
         # while tracing a tf.function.
         initializer = "zeros" if table is None else (
-            lambda shape, dtype=None: tf.constant(table, dtype=dtype))
+            lambda shape, dtype=None: ops.convert_to_tensor(table, dtype))
         setattr(self, self._table_name, self.add_weight(
             name=self._table_name, shape=(self.vocabulary_size, self._width),
             initializer=initializer, trainable=False,
@@ -69,23 +73,25 @@ class TokenPrivatizer(base.PrivatizationLayer):
 
     def _candidates_only(self, scores, fill):
         """(N, vocabulary_size) scores with special tokens' set to `fill`."""
-        return tf.where(tf.constant(self._is_special)[None, :],
-                        tf.constant(fill, tf.float32), scores)
+        return ops.where(ops.convert_to_tensor(self._is_special)[None, :],
+                         ops.cast(fill, "float32"), scores)
 
     def apply(self, inputs, uniforms=None):
         self._check_numeric(inputs, integer=True)
         token_ids, valid = base.checked_token_ids(
             inputs, self.vocabulary_size, self.name)
         if not self._noisy(uniforms):
-            return tf.where(valid, token_ids, -1)
-        flat = tf.reshape(token_ids, [-1])
-        rows = tf.gather(getattr(self, self._table_name), flat)
+            return ops.where(valid, token_ids, -1)
+        flat = ops.reshape(token_ids, (-1,))
+        rows = ops.take(getattr(self, self._table_name), flat, axis=0)
         if uniforms is not None:
-            uniforms = tf.reshape(uniforms, [-1, self._uniforms_per_token()])
+            uniforms = ops.reshape(uniforms, (-1, self._uniforms_per_token()))
         private = self._privatize_ids(flat, rows, uniforms)
-        keep = tf.gather(tf.constant(self._is_passthrough), flat)
-        private = tf.where(keep, flat, private)
-        return tf.where(valid, tf.reshape(private, tf.shape(token_ids)), -1)
+        keep = ops.take(ops.convert_to_tensor(self._is_passthrough), flat,
+                        axis=0)
+        private = ops.where(keep, flat, ops.cast(private, "int32"))
+        return ops.where(valid, ops.reshape(private, ops.shape(token_ids)),
+                         -1)
 
     def _privatize_ids(self, ids, rows, uniforms):
         """Private ids for the (N,) input `ids`, whose table rows are

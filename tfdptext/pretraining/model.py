@@ -42,12 +42,11 @@ No gradient reaches the user side: the token embedding is not trainable
 which weakens the privacy it is meant to give), and the privatizers' tables
 are constants.
 
-Backends: the model is written in `keras.ops`. Mode none, and token_rep
-with the denoising objective (which reads no privatized token), run on any
-Keras backend (`KERAS_BACKEND=jax`, `tfdptext.pretraining.portable`); the
-objectives that read tokens off the release (vanilla, probabilistic) and
-text_to_text use the TensorFlow text privatizer (a nearest-token search
-with data-dependent shapes) and need the TensorFlow backend.
+Backends: the model, its privatizers (`DChiNoise`, `DChiTextPrivatizer`
+with its nearest-token search `tfdptext.layers.nearest`) and the
+objectives are written in `keras.ops` with fixed shapes: every mode and
+objective runs on any Keras backend (`KERAS_BACKEND=jax`,
+`tfdptext.pretraining.portable`).
 """
 
 import keras
@@ -242,13 +241,11 @@ class PrivacyAdaptiveMLM(keras.Model):
         at = objectives.at_positions(release, positions)
         if self.text_mode:
             return ops.cast(at, "int32")
-        import tensorflow as tf
-
-        selected = weights > 0
+        # Every slot is searched (fixed shapes); padding slots read 0.
         nearest = self.target_privatizer.nearest_tokens(
-            tf.boolean_mask(at, selected))
-        return tf.scatter_nd(tf.where(selected), nearest,
-                             tf.shape(positions, out_type=tf.int64))
+            ops.reshape(at, (-1, at.shape[-1])))
+        nearest = ops.reshape(nearest, ops.shape(positions))
+        return ops.where(ops.convert_to_tensor(weights) > 0, nearest, 0)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
                      training=True):
@@ -312,20 +309,11 @@ def build_mlm(config, backbone, tokenizer):
     token_rep builds its target privatizer (a text privatizer reading
     tokens off the release) only for the objectives that read them
     (vanilla, probabilistic): with denoising the model is the same on
-    every backend, and its weights move between them. Under a backend
-    other than TensorFlow: mode none, or token_rep with the denoising
-    objective (ArgumentError otherwise); `tokenizer` then needs only
-    `mask_id`."""
+    every backend, and its weights move between them. Every mode and
+    objective runs on any backend; `tokenizer` needs `mask_id`, and for
+    the text privatizer `special_token_ids` and `passthrough_token_ids`
+    (a `tfdptext.pretraining.portable.Vocabulary` has them)."""
     target_privatizer = None
-    portable = config.mode == NONE or (config.mode == TOKEN_REP and
-                                       config.objective == DENOISING)
-    if not portable and keras.backend.backend() != "tensorflow":
-        raise ArgumentError(
-            f"Pretraining with --mode={config.mode} and --objective="
-            f"{config.objective} reads tokens off the release with the "
-            "TensorFlow text privatizer: it needs KERAS_BACKEND=tensorflow "
-            f"(the {keras.backend.backend()} backend runs mode none, and "
-            "token_rep with the denoising objective).")
     if config.mode == NONE:
         privatizer = None
     elif config.mode == TOKEN_REP:

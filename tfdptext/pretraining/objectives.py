@@ -14,10 +14,8 @@ positions only (positions with mask weight 0 are padding of the fixed-size
 position list and do not count). Pure functions on tensors; the model
 (`tfdptext.pretraining.model`) supplies the privatized ids.
 
-The loss, the accuracies and the vanilla and denoising targets are written
-in `keras.ops` (any backend); the probabilistic objective's draws
-(`privatize_selected`, `soft_targets`) use TensorFlow's data-dependent
-shapes (boolean_mask, bincount) and import it where they run.
+Everything is written in `keras.ops` with fixed shapes (any backend, one
+compiled step).
 """
 
 import dataclasses
@@ -54,38 +52,32 @@ def vanilla_targets(privatized_ids):
 
 def soft_targets(draws, vocabulary_size):
     """count(v) / K over the last axis of `draws` (..., K) of token ids:
-    (..., vocabulary_size) float32 rows that sum to 1.
+    (..., vocabulary_size) float32 rows that sum to 1 (a sum of K one-hot
+    rows: fixed shapes, any backend).
 
     Example:
-    >>> soft_targets([[2, 2, 0, 1]], 4).numpy()
-    array([[0.25, 0.25, 0.5 , 0.  ]], dtype=float32)
+    >>> soft_targets(np.array([[2, 2, 0, 1]]), 4)
+    [[0.25, 0.25, 0.5, 0.]]
     """
-    import tensorflow as tf
-
-    draws = tf.convert_to_tensor(draws, tf.int32)
-    shape = tf.shape(draws)
-    k = shape[-1]
-    counts = tf.math.bincount(tf.reshape(draws, [-1, k]),
-                              minlength=vocabulary_size,
-                              maxlength=vocabulary_size, axis=-1,
-                              dtype=tf.float32)
-    counts = tf.reshape(counts, tf.concat([shape[:-1], [vocabulary_size]], 0))
-    return counts / tf.cast(k, tf.float32)
+    draws = ops.cast(draws, "int32")
+    k = int(draws.shape[-1])
+    counts = ops.one_hot(draws[..., 0], vocabulary_size, dtype="float32")
+    for i in range(1, k):
+        counts = counts + ops.one_hot(draws[..., i], vocabulary_size,
+                                      dtype="float32")
+    return counts / float(k)
 
 
 def privatize_selected(privatize, ids, weights):
     """`privatize(ids)` where `weights` > 0, `ids` unchanged elsewhere.
 
-    Only the selected ids go through `privatize` (a nearest-neighbour
-    search over the vocabulary for d_chi text-to-text): most slots of the
-    fixed-size mask position list are padding.
+    Every slot is privatized (fixed shapes for a compiled step); the
+    unselected ones (padding of the fixed-size mask position list) are
+    then put back.
     """
-    import tensorflow as tf
-
-    ids = tf.convert_to_tensor(ids, tf.int32)
-    selected = tf.convert_to_tensor(weights) > 0
-    private = tf.cast(privatize(tf.boolean_mask(ids, selected)), tf.int32)
-    return tf.tensor_scatter_nd_update(ids, tf.where(selected), private)
+    ids = ops.cast(ids, "int32")
+    private = ops.cast(privatize(ids), "int32")
+    return ops.where(ops.convert_to_tensor(weights) > 0, private, ids)
 
 
 def probabilistic_targets(original_ids, weights, *, privatize,
@@ -103,12 +95,12 @@ def probabilistic_targets(original_ids, weights, *, privatize,
         num_privatizations: K >= 2.
         vocabulary_size: the number of classes of the MLM head.
     """
-    import tensorflow as tf
-
-    original_ids = tf.convert_to_tensor(original_ids, tf.int32)
-    draws = tf.repeat(original_ids[..., None], num_privatizations, axis=-1)
-    draw_weights = tf.repeat(tf.convert_to_tensor(weights)[..., None],
-                             num_privatizations, axis=-1)
+    original_ids = ops.cast(original_ids, "int32")
+    draws = ops.repeat(ops.expand_dims(original_ids, -1),
+                       num_privatizations, axis=-1)
+    draw_weights = ops.repeat(
+        ops.expand_dims(ops.convert_to_tensor(weights), -1),
+        num_privatizations, axis=-1)
     draws = privatize_selected(privatize, draws, draw_weights)
     return soft_targets(draws, vocabulary_size)
 

@@ -6,8 +6,9 @@
 (`tfdptext.pretraining.host_masking`, the law of the TensorFlow masker)
 and trains the same `PrivacyAdaptiveMLM` with `train_on_batch`, so it runs
 under `KERAS_BACKEND=jax` with TensorFlow imported nowhere. Under such a
-backend it trains mode none, and token_rep with the denoising objective
-(`tfdptext.pretraining.model.build_mlm`).
+backend it trains every mode (none, token_rep, text_to_text) and objective
+(vanilla, probabilistic, denoising) of `tfdptext.pretraining.model.
+build_mlm`.
 
 Batches keep the ids' full length (a fixed shape: one compiled step).
 
@@ -31,13 +32,27 @@ from tfdptext.training.portable import timed_steps
 
 @dataclasses.dataclass(frozen=True)
 class Vocabulary:
-    """What masking and `build_mlm` need of a tokenizer, without one:
-    [MASK]'s id and the ids never masked (the special tokens, [PAD]
-    included)."""
+    """What masking, `build_mlm` and the text privatizer need of a
+    tokenizer, without one: [MASK]'s id, the ids never masked and never
+    output (the special tokens, [PAD] included) and the ids a text
+    privatizer releases unchanged ([PAD], [CLS], [SEP])."""
 
     mask_id: int
     special_token_ids: tuple
     pad_id: int = 0
+    passthrough_token_ids: tuple = ()
+
+    @classmethod
+    def from_json(cls, path):
+        """From a package's vocab.json (`benchmarks/gpu_package.py`)."""
+        import json
+
+        with open(path) as f:
+            vocab = json.load(f)
+        return cls(mask_id=vocab["mask_id"], pad_id=vocab["pad_id"],
+                   special_token_ids=tuple(vocab["special_token_ids"]),
+                   passthrough_token_ids=tuple(
+                       vocab["passthrough_token_ids"]))
 
     def is_special(self, vocabulary_size):
         return host_masking.special_ids_table(

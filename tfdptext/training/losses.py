@@ -1,4 +1,5 @@
-"""The loss of training on labels that went through a known channel.
+"""The loss of training on labels that went through a known channel
+(`keras.ops`: any backend).
 
 (The code release's loss, the exact expected loss over its own channel, is
 `tfdptext.models.code.ExpectedNegativeLogLikelihood`.)
@@ -14,13 +15,13 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from tfdptext.errors import ArgumentError
 
 
 def _labels(y_true):
-    return tf.reshape(tf.cast(y_true, tf.int32), [-1])
+    return ops.reshape(ops.cast(y_true, "int32"), (-1,))
 
 
 def check_transition(transition, num_classes=None):
@@ -58,12 +59,13 @@ class ForwardCorrectedCrossentropy(keras.losses.Loss):
         self.transition = check_transition(transition)
 
     def call(self, y_true, y_pred):
-        log_p = tf.nn.log_softmax(tf.cast(y_pred, tf.float32), axis=-1)
-        log_t = tf.math.log(tf.constant(self.transition))
+        log_p = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+        log_t = ops.log(ops.convert_to_tensor(self.transition))
         # log sum_i p_i T_ij for every j: (batch, K, 1) + (K, K), over i.
-        log_noisy = tf.reduce_logsumexp(log_p[:, :, None] + log_t[None],
-                                        axis=1)
-        return -tf.gather(log_noisy, _labels(y_true), axis=-1, batch_dims=1)
+        log_noisy = ops.logsumexp(log_p[:, :, None] + log_t[None], axis=1)
+        picked = ops.take_along_axis(
+            log_noisy, ops.expand_dims(_labels(y_true), -1), axis=-1)
+        return -ops.squeeze(picked, -1)
 
     def get_config(self):
         config = super().get_config()

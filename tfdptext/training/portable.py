@@ -16,7 +16,19 @@ Modes (`MODES`):
 - token_rep (Qu et al.): token embedding + DChiNoise on the user side,
   frozen; each training and dev text is released ONCE through the user
   side before training, and the server trains on that release every
-  epoch (a user's text is never released twice).
+  epoch (a user's text is never released twice);
+- text_to_text (Qu et al.): d_chi text-to-text (`DChiTextPrivatizer`, its
+  exact nearest-token search in `keras.ops`) on the ids, frozen, released
+  once; the server is the whole model on the privatized ids;
+- seq_rep (Qu et al.): encoder + pooling + MinMaxNormalize + LaplaceNoise
+  (`epsilon`) or DChiNoise on the pooled vector (`eta`), frozen, released
+  once; the server is the classifier.
+
+With `label_epsilon` (the frozen modes), each training label is also
+released once by K-ary randomized response (`tfdptext.offline.
+categorical`, os.urandom) and the model trains with the forward-corrected
+loss (`tfdptext.training.losses`); the evaluation split keeps its clean
+labels, for measuring.
 
 Under a backend other than TensorFlow the noise comes from `keras.random`
 with the layer's SeedGenerator (`tfdptext.layers.noise_math`), a seeded
@@ -42,7 +54,10 @@ from tfdptext.errors import ArgumentError
 from tfdptext.privacy import validation
 
 NONE, ROBUST, TOKEN_REP = "none", "robust", "token_rep"
-MODES = (NONE, ROBUST, TOKEN_REP)
+TEXT_TO_TEXT, SEQ_REP = "text_to_text", "seq_rep"
+MODES = (NONE, ROBUST, TOKEN_REP, TEXT_TO_TEXT, SEQ_REP)
+# The modes whose user side is frozen and released once.
+FROZEN = (TOKEN_REP, TEXT_TO_TEXT, SEQ_REP)
 # The arrays of one split in an ids file: "<split>/<key>".
 FEATURE_KEYS = ("token_ids", "padding_mask", "segment_ids")
 LABELS = "labels"
@@ -93,32 +108,56 @@ def features_of(values):
 
 def build_split(mode, backbone, num_classes, *, epsilon=None, eta=None,
                 sensitivity="per_coordinate", pooling="mean",
-                classifier_dropout=0.1):
+                classifier_dropout=0.1, special_token_ids=None,
+                passthrough_token_ids=None):
     """The SplitModel of `mode` (one of MODES) over a keras-hub backbone.
 
     Args:
-        epsilon: robust: LaplaceNoise's epsilon (`sensitivity` as in the
-            layer).
-        eta: token_rep: DChiNoise's eta.
+        epsilon: robust, seq_rep: LaplaceNoise's epsilon (`sensitivity` as
+            in the layer).
+        eta: token_rep, text_to_text: d_chi's eta; seq_rep without
+            `epsilon`: DChiNoise's on the pooled vector.
+        special_token_ids, passthrough_token_ids: text_to_text: the ids
+            never output and those released unchanged (a
+            `tfdptext.pretraining.portable.Vocabulary`'s).
     """
     validation.check_choice("mode", mode, MODES)
     common = dict(pooling=pooling, classifier_dropout=classifier_dropout)
+    needs = {TOKEN_REP: eta, TEXT_TO_TEXT: eta, ROBUST: epsilon,
+             SEQ_REP: epsilon if epsilon is not None else eta}
+    if mode in needs and needs[mode] is None:
+        raise ArgumentError(f"Mode {mode} needs `" + (
+            "epsilon" if mode == ROBUST else
+            "eta" if mode != SEQ_REP else "epsilon` or `eta") + "`.")
     if mode == TOKEN_REP:
-        if eta is None:
-            raise ArgumentError("Mode token_rep needs `eta`.")
         split = models.token_representation_split(
             backbone, num_classes, layers.DChiNoise(
                 eta, embedding_description="token embeddings"), **common)
+    elif mode == TEXT_TO_TEXT:
+        if special_token_ids is None or passthrough_token_ids is None:
+            raise ArgumentError("Mode text_to_text needs "
+                                "`special_token_ids` and "
+                                "`passthrough_token_ids`.")
+        split = models.text_to_text_split(
+            backbone, num_classes, layers.DChiTextPrivatizer(
+                eta, models.token_embedding_table(backbone),
+                special_token_ids=special_token_ids,
+                passthrough_token_ids=passthrough_token_ids,
+                embedding_description="token embeddings"), **common)
+    else:
+        privatizers = None
+        if mode == SEQ_REP and epsilon is None:
+            privatizers = [layers.DChiNoise(
+                eta, embedding_description="pooled sequence "
+                "representations", vectors="sequences")]
+        elif mode in (ROBUST, SEQ_REP):
+            privatizers = [layers.MinMaxNormalize(),
+                           layers.LaplaceNoise(epsilon, sensitivity)]
+        split = models.sequence_representation_split(
+            backbone, num_classes, privatizers, **common)
+    if mode in FROZEN:
         split.freeze_user_side()
-        return split
-    privatizers = None
-    if mode == ROBUST:
-        if epsilon is None:
-            raise ArgumentError("Mode robust needs `epsilon`.")
-        privatizers = [layers.MinMaxNormalize(),
-                       layers.LaplaceNoise(epsilon, sensitivity)]
-    return models.sequence_representation_split(
-        backbone, num_classes, privatizers, **common)
+    return split
 
 
 def release_once(split, values, batch_size=64):
@@ -179,8 +218,28 @@ def timed_steps(step, batches, steps, time_budget_s=None):
             "final_train_loss": float(np.mean(losses[-10:]))}
 
 
+def released_labels(labels, num_classes, label_epsilon):
+    """(training labels, Keras loss): the labels as they are and the
+    cross-entropy; with `label_epsilon`, each label released once by
+    K-ary randomized response (os.urandom) and the forward-corrected
+    cross-entropy for that channel."""
+    labels = np.asarray(labels, np.int32)
+    if label_epsilon is None:
+        return labels, keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True)
+    from tfdptext.offline import categorical as categorical_rr
+    from tfdptext.privacy import categorical
+    from tfdptext.training import losses
+
+    noisy = categorical_rr.randomized_response(
+        labels.astype(np.int64), num_classes, label_epsilon)
+    return np.asarray(noisy, np.int32), losses.ForwardCorrectedCrossentropy(
+        categorical.transition_matrix(label_epsilon, num_classes))
+
+
 def fine_tune(split, train, dev, *, steps, batch_size, learning_rate,
-              seed=0, time_budget_s=None, jit_compile="auto"):
+              seed=0, time_budget_s=None, jit_compile="auto",
+              label_epsilon=None):
     """Trains `split` for `steps` optimizer steps and measures dev accuracy.
 
     Args:
@@ -190,32 +249,45 @@ def fine_tune(split, train, dev, *, steps, batch_size, learning_rate,
         time_budget_s: stop early once training took this long.
         jit_compile: Keras `compile`'s (False runs the steps eagerly:
             no compilation, for tiny test models).
+        label_epsilon: a frozen mode (FROZEN): release each training
+            label once by randomized response at this epsilon and train
+            with the forward-corrected loss (`released_labels`); `dev`'s
+            labels stay clean (they measure).
 
     Returns:
         a dict: `timed_steps`'s, the seconds taken to prepare the
-        training inputs (`inputs_s`: token_rep's release), the accuracy
-        on `dev` and the guarantee of the release.
+        training inputs (`inputs_s`: the release of a frozen user side),
+        the accuracy on `dev` and the guarantee of the release (and of
+        the labels').
     """
     validation.check_int("steps", steps, minimum=1)
     validation.check_int("batch_size", batch_size, minimum=1)
     model, inputs_of = trainee(split)
+    num_classes = int(model.output_shape[-1])
+    if label_epsilon is not None:
+        if split.user.trainable:
+            raise ArgumentError("`label_epsilon` applies to the modes with "
+                                f"a frozen user side {FROZEN} only.")
+        validation.check_positive("label_epsilon", label_epsilon)
+    train_labels, loss = released_labels(train[LABELS], num_classes,
+                                         label_epsilon)
     rng = np.random.default_rng(seed)
     model.compile(optimizer=keras.optimizers.AdamW(learning_rate),
-                  loss=keras.losses.SparseCategoricalCrossentropy(
-                      from_logits=True), jit_compile=jit_compile)
+                  loss=loss, jit_compile=jit_compile)
     started = time.perf_counter()
-    train_inputs = inputs_of(train)  # token_rep: the release, drawn once
+    train_inputs = inputs_of(train)  # a frozen user side: drawn once
     inputs_s = time.perf_counter() - started
-    train_labels = np.asarray(train[LABELS], np.int32)
     batches = _batches(train_inputs, train_labels, batch_size, rng)
     result = timed_steps(lambda batch: model.train_on_batch(*batch),
                          batches, steps, time_budget_s)
     logits = model.predict(inputs_of(dev), batch_size=batch_size, verbose=0)
     accuracy = float(np.mean(np.argmax(logits, axis=-1) == dev[LABELS]))
-    return {
-        **result,
-        "inputs_s": inputs_s,
-        "accuracy": accuracy,
-        "guarantee": split.guarantee().to_dict(),
-        "backend": keras.backend.backend(),
-    }
+    result.update(inputs_s=inputs_s, accuracy=accuracy,
+                  guarantee=split.guarantee().to_dict(),
+                  backend=keras.backend.backend())
+    if label_epsilon is not None:
+        from tfdptext.privacy import categorical
+
+        result["label_guarantee"] = categorical.label_guarantee(
+            label_epsilon, num_classes).to_dict()
+    return result

@@ -1,0 +1,94 @@
+"""The exact nearest-token search of the text-to-text mechanisms, in
+`keras.ops` (any backend; under TensorFlow it converts to TFLite builtins).
+
+d_chi text-to-text releases argmin_w ||v - phi(w)|| over the candidate
+tokens (the noisy embedding v; special tokens excluded). Which token is
+nearest is the release, so the search must be exact in float32, and a
+plain matrix product is not, in two ways:
+
+- the expanded form ||t||^2 - 2 v.t cancels: its rounding error grows with
+  ||v|| ||t|| (a noisy vector is long), not with the gap between the two
+  nearest distances;
+- on a GPU, JAX and TensorFlow compute float32 matrix products in TF32 by
+  default (inputs rounded to 11 significant bits): an error of about
+  2^-10 ||v|| ||t|| in each score, which changes the nearest token of
+  near-ties.
+
+So the search runs in two passes (`nearest_tokens`): the matrix product
+ranks every token (`coarse_scores`, at the backend's highest precision
+where it can be asked for: JAX's `Precision.HIGHEST`; TensorFlow has no
+per-product setting, so on a GPU with TF32 on its ranking is TF32's), and
+the `SHORTLIST` best are ranked again by their exact squared distance
+sum((v - t)^2), computed from the differences (elementwise float32 ops,
+never TF32). The answer is the float64 nearest token unless more than
+SHORTLIST - 1 tokens sit, in the coarse ranking's error, closer than the
+nearest one; or unless two distances differ by less than float32 can
+tell.
+"""
+
+import keras
+from keras import ops
+
+# Tokens the coarse ranking passes to the exact one.
+SHORTLIST = 16
+
+
+def _product(vectors, table):
+    """(N, V) = vectors (N, d) @ table (V, d)^T, at full float32 precision
+    under JAX (TF32 is JAX's GPU default)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.lax.dot_general(
+            vectors, table, (((1,), (1,)), ((), ())),
+            precision=jax.lax.Precision.HIGHEST)
+    return ops.matmul(vectors, ops.transpose(table))
+
+
+def coarse_scores(vectors, table, product=_product):
+    """(N, V) ||t||^2 - 2 v.t: the squared distance less ||v||^2 (the same
+    for every token of a row), from one matrix product."""
+    squared_norms = ops.sum(ops.square(table), axis=-1)
+    return squared_norms[None, :] - 2.0 * product(vectors, table)
+
+
+def nearest_tokens(vectors, table, candidates, shortlist=SHORTLIST,
+                   product=_product):
+    """The nearest candidate token of each vector.
+
+    Args:
+        vectors: (N, d) float32 (noisy embeddings).
+        table: (V, d) float32 (the embedding table).
+        candidates: (V,) bools: the tokens that may be output (at least
+            one True).
+        shortlist: how many tokens of the coarse ranking the exact
+            distance ranks again (at most V are used).
+        product: (vectors, table) -> vectors @ table^T, the coarse
+            ranking's matrix product (a test swaps in a TF32 one).
+
+    Returns:
+        (N,) int32 token ids; among exactly equal distances, the token
+        ranked first by the coarse scores (the lowest id among equal
+        scores).
+
+    Example:
+    >>> table = np.eye(4, dtype="float32")
+    >>> nearest_tokens(np.array([[0.9, 0.8, 0, 0]], "float32"), table,
+    ...                np.array([False, True, True, True]))  # [1]
+    """
+    vectors = ops.cast(vectors, "float32")
+    table = ops.cast(table, "float32")
+    candidates = ops.convert_to_tensor(candidates, "bool")
+    count = min(int(shortlist), int(table.shape[0]))
+    scores = ops.where(candidates[None, :],
+                       coarse_scores(vectors, table, product), float("inf"))
+    _, ids = ops.top_k(-scores, count)  # (N, count), best first
+    rows = ops.take(table, ids, axis=0)  # (N, count, d)
+    exact = ops.sum(ops.square(vectors[:, None, :] - rows), axis=-1)
+    exact = ops.where(ops.take(candidates, ids, axis=0), exact,
+                      float("inf"))
+    # top_k, not argmin: Keras' float argmin under TensorFlow adds a
+    # BitwiseAnd (not a TFLite builtin). Ties: the first in shortlist order.
+    _, best = ops.top_k(-exact, 1)
+    chosen = ops.take_along_axis(ids, best, axis=-1)
+    return ops.cast(ops.squeeze(chosen, -1), "int32")
