@@ -353,6 +353,11 @@ def test_every_command_runs(doc, tiny_preset, tmp_path, request):
             _seed_sweep(command[3:], str(cwd))
         result = zygote.run(command, cwd=str(cwd), capture_output=True,
                             text=True, timeout=600, env=env)
+        if os.environ.get("TFDPTEXT_DOCS_CPU_LOG"):
+            with open(os.environ["TFDPTEXT_DOCS_CPU_LOG"], "a") as log:
+                log.write(f"{doc}\t{name}\t"
+                          f"{getattr(result, 'cpu_seconds', -1):.1f}\t"
+                          f"{' '.join(argv)[:120]}\n")
         assert result.returncode == 0, (
             f"{doc}: {name} {' '.join(argv)}\n{result.stderr[-3000:]}")
         if name == "tfdptext-predict":

@@ -186,6 +186,9 @@ def run(argv, *, cwd=None, env=None, input=None, timeout=None,
             _echo(sys.stderr, err)
         err = None
     result = subprocess.CompletedProcess(argv, answer["returncode"], out, err)
+    # The child's own CPU time (its children not counted), for the
+    # suite's budget (tests/test_docs.py reports it per command).
+    result.cpu_seconds = answer["cpu_seconds"]
     if check:
         result.check_returncode()
     return result
@@ -240,11 +243,12 @@ def _wait(pid, timeout):
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
     finally:
         os.close(descriptor)
     return {"returncode": os.waitstatus_to_exitcode(status),
-            "timed_out": timed_out}
+            "timed_out": timed_out,
+            "cpu_seconds": usage.ru_utime + usage.ru_stime}
 
 
 def _child(message):
