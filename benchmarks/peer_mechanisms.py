@@ -732,6 +732,14 @@ def speed_table(result):
         "other peer (words/s)"], "rows": rows}
 
 
+def docs_tables_markdown(result):
+    """The speed table of `result` as the docs show it."""
+    from benchmarks import docs_tables
+
+    return docs_tables.table_markdown({"name": "peer-speed-random-ids",
+                                       "table": speed_table(result)})
+
+
 def _p(value):
     return "-" if value is None else (f"{value:.3f}" if value >= 0.001
                                       else f"{value:.0e}")
