@@ -800,15 +800,18 @@ def _clean(glove):
     directory = tempfile.gettempdir()
     clean = os.path.join(directory, "glove_clean.txt")
     headerless = os.path.join(directory, "glove_clean_headerless.txt")
-    if not os.path.exists(headerless):
+    if not (os.path.exists(clean) and os.path.exists(headerless)):
         with open(glove, encoding="utf-8", errors="ignore") as src:
             dim = int(src.readline().split()[1])
             lines = [line for line in src if len(line.split()) == dim + 1]
-        with open(clean, "w", encoding="utf-8") as out:
-            out.write(f"{len(lines)} {dim}\n")
-            out.writelines(lines)
-        with open(headerless, "w", encoding="utf-8") as out:
-            out.writelines(lines)
+        # Each written whole under a name of its own, then renamed: a run
+        # stopped while writing leaves no truncated copy for the next.
+        for path, header in ((clean, f"{len(lines)} {dim}\n"),
+                             (headerless, "")):
+            with open(f"{path}.{os.getpid()}", "w", encoding="utf-8") as out:
+                out.write(header)
+                out.writelines(lines)
+            os.replace(f"{path}.{os.getpid()}", path)
     return clean, headerless
 
 
