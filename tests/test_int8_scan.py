@@ -137,6 +137,21 @@ def test_the_prefilter_keeps_every_row_of_stage_one(k):
         assert (t32 <= threshold[:, None]).mean() < 0.2
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 6])
+def test_group_kth_is_the_k_th_smallest_per_group(k):
+    """Per group (sorted, some empty, some with fewer than k rows, with
+    ties): the k-th smallest with ties counted, +inf where fewer."""
+    rng = np.random.default_rng(k)
+    group = np.sort(rng.integers(0, 12, 300))
+    group = group[(group != 3) & ~((group == 5) & (np.arange(300) % 7 > 0))]
+    values = rng.integers(0, 6, len(group)).astype(np.float64)
+    found = int8_scan._group_kth(group, values, k, 14)
+    for g in range(14):
+        mine = np.sort(values[group == g])
+        expected = mine[k - 1] if len(mine) >= k else np.inf
+        assert found[g] == expected, (g, mine)
+
+
 def test_no_hand_back_on_noisy_queries():
     """d_chi-like queries on an ordinary table: every query answered by the
     scan, with a few candidates each (the whole-table search never runs)."""
