@@ -209,6 +209,14 @@ def _peer_worker():
                 else:
                     mechanism.processText(mechanism.noisyEmb(words))
             try:
+                # Each round starts from the same cache as the first (ours
+                # resets its cache too): pyPANTERA's SanText keys its cache
+                # by the whole text, so a round would otherwise hit on the
+                # texts of the rounds before it; CusText keeps each word's
+                # set. Then the warm-up, if any, fills it again.
+                for cache in ("prob_matrix", "_simWordDict", "_pDict"):
+                    if isinstance(getattr(mechanism, cache, None), dict):
+                        getattr(mechanism, cache).clear()
                 for words in command.get("warm", []):
                     run_text(words)
                 tokens = texts = 0
