@@ -32,7 +32,8 @@ lines, or once for everything. Here:
   `--interleaved_rounds`
   times per mechanism (at least 5 for a verdict; ours first in the even
   rounds, the peers first in the odd ones), so a change of the machine's
-  load falls on both. Each call size's ratio to the round's fastest peer
+  load falls on both. Every round starts each side from the same caches:
+  ours and the peers' are emptied, then warmed again. Each call size's ratio to the round's fastest peer
   is reported as its median and range, and the verdict against
   `--target` is met / not met only when every round is on one side
   (benchmarks/speed_verdict.py); otherwise "within noise".
