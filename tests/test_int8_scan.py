@@ -106,6 +106,52 @@ def test_the_bound_covers_the_kernel_and_is_tight():
     assert bound.max() < 50 * err.max()
 
 
+@pytest.mark.parametrize("k", [1, 2, 6])
+def test_the_prefilter_keeps_every_row_of_stage_one(k):
+    """Every row that stage 1 keeps when computed over the whole table
+    (t32 +- slope |x| in float32, as before the prefilter) is under the
+    prefilter's threshold, on values of every sign and scale with
+    near-ties; and the threshold drops most rows (it is not vacuous).
+    `_kth_smallest` leaves its input as it was."""
+    rng = np.random.default_rng(k)
+    n, rows = 7, 5000
+    norm32 = rng.uniform(0.5, 20.0, rows).astype(np.float32)
+    for scale in (1e-20, 1e-3, 1.0, 1e4, 1e12):
+        t32 = (rng.standard_normal((n, rows)) * scale).astype(np.float32)
+        t32[:, 10:20] = t32[:, :10]  # exact ties
+        t32[:, 20:30] = np.nextafter(t32[:, :10], np.float32(np.inf))
+        slope32 = (rng.uniform(1e-4, 1e-2, n) * scale).astype(np.float32)
+        offset = rng.uniform(0.0, 1e-3, n) * scale
+        before = t32.copy()
+        threshold = int8_scan._prefilter(t32, k, slope32, norm32.max(),
+                                         offset)
+        assert np.array_equal(t32, before)
+        spread = np.multiply.outer(slope32, norm32)
+        upper = np.sort(t32 + spread, axis=1)[:, k - 1].astype(np.float64)
+        limit = np.nextafter((upper + 2.0 * offset).astype(np.float32),
+                             np.float32(np.inf))
+        kept = t32 - spread <= limit[:, None]
+        assert kept.sum(axis=1).min() >= k
+        assert (t32[kept] <= np.broadcast_to(threshold[:, None],
+                                             t32.shape)[kept]).all()
+        assert (t32 <= threshold[:, None]).mean() < 0.2
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 6])
+def test_group_kth_is_the_k_th_smallest_per_group(k):
+    """Per group (sorted, some empty, some with fewer than k rows, with
+    ties): the k-th smallest with ties counted, +inf where fewer."""
+    rng = np.random.default_rng(k)
+    group = np.sort(rng.integers(0, 12, 300))
+    group = group[(group != 3) & ~((group == 5) & (np.arange(300) % 7 > 0))]
+    values = rng.integers(0, 6, len(group)).astype(np.float64)
+    found = int8_scan._group_kth(group, values, k, 14)
+    for g in range(14):
+        mine = np.sort(values[group == g])
+        expected = mine[k - 1] if len(mine) >= k else np.inf
+        assert found[g] == expected, (g, mine)
+
+
 def test_no_hand_back_on_noisy_queries():
     """d_chi-like queries on an ordinary table: every query answered by the
     scan, with a few candidates each (the whole-table search never runs)."""
@@ -152,8 +198,8 @@ def test_a_kernel_outside_its_bound_switches_the_scan_off(monkeypatch):
     table = _adversarial(1)[:1000]
     scan = int8_scan.Int8Scan(table)
     run = scan._run
-    monkeypatch.setattr(scan, "_run", lambda c, s: run(c, s) * np.float32(
-        1.0 + 1e-3))
+    monkeypatch.setattr(scan, "_run", lambda c, s, copy=True: run(c, s)
+                        * np.float32(1.0 + 1e-3))
     queries = table[:12].astype(np.float64)
     with pytest.raises(int8_scan.KernelBoundError):
         scan.nearest(queries, 1)

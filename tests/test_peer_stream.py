@@ -1,6 +1,7 @@
-"""benchmarks/peer_stream.py: ours and the peers in interleaved rounds, on
-a tiny table with a stand-in peer of known rates: the order alternates, the
-ratios' median and range are those of the rounds, and the verdict follows.
+"""benchmarks/peer_stream.py and peer_mechanisms.py --tasks=speed: ours
+and the peers in interleaved rounds, on a tiny table with a stand-in peer
+of known rates: the order alternates, the ratios' median and range are
+those of the rounds, and the verdict follows.
 
 The benchmark defines absl flags at import, as do other benchmark modules
 that tests import (pretraining_table.py: --json_out), so it runs in a
@@ -68,7 +69,61 @@ text = peer_stream.markdown({
     "stream": {"tokens_warm": 5, "sentences_warm": 1, "tokens_window": 36,
                "sentences_window": 6, "distinct_window": 36},
     "rows": [row]})
-sys.stdout.write(json.dumps({"events": events, "row": row, "text": text}))
+
+
+# peer_mechanisms.speed: ours (one call per run) and a stand-in peer whose
+# "time" answers give 2, 4, 1, 8, 3 words per CPU-second; a second peer
+# that fails is reported, not timed.
+from benchmarks import peer_mechanisms as pm
+
+speed_events = []
+
+
+class TimedStandIn:
+    def __init__(self, rates):
+        self.rates = None if rates is None else list(rates)
+
+    def ask(self, op, **command):
+        speed_events.append(op)
+        if op == "build":
+            return {"build_s": 0.0}
+        if self.rates is None:
+            return {"error": "ValueError('fails')"}
+        rate = self.rates.pop(0) if len(command["words"]) == 4 else 1.0
+        return {"seconds": 1.0, "cpu_seconds": len(command["words"]) / rate}
+
+
+real_ours_of = pm._ours
+
+
+def ours_of(name, table, words):
+    entry, settings = real_ours_of(name, table, words)
+
+    class Logged:
+        def offline(self, settings):
+            privatizer = entry.offline(settings)
+
+            def call(ids):
+                speed_events.append("ours")
+                return privatizer(ids)
+            return call
+    return Logged(), settings
+
+
+pm._ours = ours_of
+flags.FLAGS(["peer_mechanisms.py", "--glove=unused", "--rounds=5",
+             "--speed_target=2", "--eta=5", "--threads=1", "--notflite",
+             "--mechanisms=dchi", "--speed_words=16", "--batch_words=16",
+             "--peer_words=4"])
+speed_rows = pm.speed(words, table, {
+    "mldp-text": TimedStandIn([2.0, 4.0, 1.0, 8.0, 3.0]),
+    "pyPANTERA": TimedStandIn(None)})
+speed_text = pm.docs_tables_markdown({"flags": {"speed_target": 2.0},
+                                      "speed": speed_rows})
+sys.stdout.write(json.dumps({"events": events, "row": row, "text": text,
+                             "speed_events": speed_events,
+                             "speed_rows": speed_rows,
+                             "speed_text": speed_text}))
 '''
 
 
@@ -104,3 +159,28 @@ def test_each_ratio_is_reported_with_its_median_range_and_verdict(child):
     assert verdict["verdict"] == "met"
     assert f"({verdict['low']:,.1f}-{verdict['high']:,.1f}, 5) | met |" \
         in child["text"]
+
+
+def test_speed_rounds_alternate_and_give_the_ratio_s_range(child):
+    # A warm-up of ours; each peer built and warmed (the failing one is
+    # not timed again); then ours first in rounds 0, 2 and 4.
+    assert child["speed_events"] == ["ours", "build", "time", "build",
+                                     "time"] + (["ours", "time"]
+                                                + ["time", "ours"]) * 2 + [
+        "ours", "time"]
+    row, = child["speed_rows"]
+    peer = row["mldp-text MultivariateCalibrated"]
+    assert peer["rounds"] == pytest.approx([2.0, 4.0, 1.0, 8.0, 3.0])
+    assert peer["words_per_s"] == pytest.approx(3.0)
+    assert "error" in row["pyPANTERA CMP"]
+    verdict = row["verdict"]
+    ratios = [o / p for o, p in zip(row["ours_rounds"], peer["rounds"])]
+    assert verdict["ratios"] == pytest.approx(ratios)
+    assert (verdict["low"], verdict["high"]) == pytest.approx(
+        (min(ratios), max(ratios)))
+    assert row["ours_words_per_s"] == pytest.approx(
+        float(np.median(row["ours_rounds"])))
+    # Ours on a 40-word table is far above 2x a peer of at most 8 words/s.
+    assert verdict["verdict"] == "met"
+    assert "(1.0-8.0)" in child["speed_text"]
+    assert "pyPANTERA CMP: fails" in child["speed_text"]
