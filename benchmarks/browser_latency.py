@@ -59,6 +59,9 @@ flags.DEFINE_enum("quantization", "int8", ["int8", "float32"],
                   "The made export's weights (tfdptext-export's flag).")
 flags.DEFINE_integer("rounds", 20, "Rounds.")
 flags.DEFINE_integer("block", 10, "Timed calls per setting and round.")
+flags.DEFINE_bool("isolated", True, "Serve the page cross-origin isolated "
+                  "(tfdptext-serve's headers: LiteRT.js's threaded wasm); "
+                  "--noisolated strips the headers (one thread).")
 flags.DEFINE_string("accuracy_file", None, "A CSV (text, label) run "
                     "through both runtimes with the same inputs.")
 flags.DEFINE_string("text", "The delivery was fast and the staff were "
@@ -172,6 +175,19 @@ def python_privatize(pipeline, text, repeat):
     return times
 
 
+def not_isolated(wsgi_app):
+    """`wsgi_app` without the cross-origin isolation headers."""
+    from tfdptext.rest import server
+
+    def call(environ, start_response):
+        def start(status, headers, exc_info=None):
+            return start_response(status, [
+                (k, v) for k, v in headers
+                if k not in server.ISOLATION_HEADERS], exc_info)
+        return wsgi_app(environ, start)
+    return call
+
+
 def same_input_releases(driver, pipeline, path):
     """Each text of the CSV `path` through both runtimes with the same
     token ids and random words: {agreement, accuracy per runtime, n}."""
@@ -225,8 +241,9 @@ def main(argv):
         out = FLAGS.export_dir or make_export(tmp)
         pipeline = ExportedPipeline(out, num_threads=1)
         models = [m for m in pipeline.manifest["user"]["models"]]
-        httpd = server.make_server(server.ServingApp(
-            server.ServedModel(out), chromium.WEB), "127.0.0.1", 0)
+        served = server.ServingApp(server.ServedModel(out), chromium.WEB)
+        httpd = server.make_server(served if FLAGS.isolated else
+                                   not_isolated(served), "127.0.0.1", 0)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         driver = chromium.launch(os.path.join(tmp, "profile"))
         try:
@@ -299,7 +316,9 @@ def report(models, times, rounds, whole, pipeline, setup, same):
         length = model["length"]
         web, py = (np.array(rounds[(length, w)])
                    for w in ("browser", "python"))
-        rows.append([quantization, str(length), _range(web, 2),
+        rows.append([f"{quantization}, {threads} browser thread"
+                     f"{'s' if threads > 1 else ''}", str(length),
+                     _range(web, 2),
                      _range(py, 2), _range(web / py, 1)])
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
@@ -314,7 +333,8 @@ def report(models, times, rounds, whole, pipeline, setup, same):
         "whole_privatize_ms": {k: [float(t) for t in v]
                                for k, v in whole.items()},
         "same_input_releases": same},
-        name=f"browser-latency-{quantization}",
+        name=f"browser-latency-{quantization}"
+        + ("" if FLAGS.isolated else "-one-thread"),
         table={"columns": columns, "rows": rows})
     web, py = np.median(whole["browser"]), np.median(whole["python"])
     tokens = int(pipeline.tokenizer([FLAGS.text])["padding_mask"]
