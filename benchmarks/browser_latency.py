@@ -188,44 +188,53 @@ def not_isolated(wsgi_app):
     return call
 
 
-def same_input_releases(driver, pipeline, path):
-    """Each text of the CSV `path` through both runtimes with the same
-    token ids and random words: {agreement, accuracy per runtime, n}."""
+def labelled_feeds(pipeline, path):
+    """The CSV `path`'s texts as an app feeds them: (true label indices,
+    [(PhoneModel, {token_ids, padding_mask, random_words})]), the random
+    words fresh from the secure generator, once per text."""
     import csv
+
+    from tfdptext.models import secure
 
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     names = pipeline.label_names
-    truth = [names.index(r["label"]) if r["label"] in names
-             else int(r["label"]) for r in rows]
+    truth = np.array([names.index(r["label"]) if r["label"] in names
+                      else int(r["label"]) for r in rows])
     features = pipeline.tokenizer([r["text"] for r in rows])
     ids = features["token_ids"].numpy()
     mask = features["padding_mask"].numpy()
-    feeds, python = [], []
-    from tfdptext.models import secure
+    feeds = []
     for i in range(len(rows)):
         model = pipeline.model_for(int(mask[i].sum()))
-        feed = {"token_ids": ids[i:i + 1, :model.length],
-                "padding_mask": mask[i:i + 1, :model.length],
-                "random_words": secure.os_random_words(
-                    [1, model.random_words])}
-        out = pipeline.runners[model.length](**feed)
-        python.append(out[pipeline.spec.release])
-        feeds.append({"signature": model.signature, "length": model.length,
-                      **{k: v.reshape(-1).tolist() for k, v in
-                         (("ids", feed["token_ids"]),
-                          ("mask", feed["padding_mask"]),
-                          ("words", feed["random_words"]))}})
+        feeds.append((model, {
+            "token_ids": ids[i:i + 1, :model.length],
+            "padding_mask": mask[i:i + 1, :model.length],
+            "random_words": secure.os_random_words(
+                [1, model.random_words])}))
+    return truth, feeds
+
+
+def same_input_releases(driver, pipeline, path):
+    """Each text of the CSV `path` through both runtimes with the same
+    token ids and random words: {agreement, accuracy per runtime, n}."""
+    truth, feeds = labelled_feeds(pipeline, path)
+    python = [pipeline.runners[model.length](**feed)[pipeline.spec.release]
+              for model, feed in feeds]
+    rows = [{"signature": model.signature, "length": model.length,
+             **{k: feed[name].reshape(-1).tolist() for k, name in
+                (("ids", "token_ids"), ("mask", "padding_mask"),
+                 ("words", "random_words"))}} for model, feed in feeds]
     browser = [np.array(r[pipeline.spec.release]).reshape(p.shape).astype(
         p.dtype) for r, p in zip(chromium.run_async(
-            driver, BROWSER_RELEASES, feeds), python)]
+            driver, BROWSER_RELEASES, rows), python)]
     same = sum(bool(np.array_equal(a, b)) for a, b in zip(browser, python))
     accuracy = {}
     for where, releases in (("browser", browser), ("python", python)):
         labels = pipeline.serve({pipeline.spec.release: np.concatenate(
             releases)})["label"]
         accuracy[where] = float(np.mean(np.array(labels) == truth))
-    return {"texts": len(rows), "identical_releases": same,
+    return {"texts": len(feeds), "identical_releases": same,
             "accuracy": accuracy, "file": path}
 
 
