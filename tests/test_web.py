@@ -42,6 +42,7 @@ from tfdptext.privacy import budget as budget_lib
 from tfdptext.privacy import categorical
 from tfdptext.privacy import text_checks
 from tfdptext.rest import server as rest_server
+from tfdptext.rest import static as rest_static
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPSILON = 1.0
@@ -473,6 +474,10 @@ def test_page_files_are_compressed_and_cacheable(client, export):
     assert client.get(f"/export/{rundir.USER_DIR}/vocab.txt", headers={
         "Accept-Encoding": "zstd;q=0, gzip"}).headers[
             "Content-Encoding"] == "gzip"
+    for level in (0, 20, True, "19"):
+        with pytest.raises(ValueError, match="`zstd_level` must be None or "
+                           r"an integer in \[1, 19\]"):
+            rest_static.StaticFiles(zstd_level=level)
     # Cross-origin isolation on the page's files (LiteRT.js's threads).
     for response in (page, vocab, served):
         for name, value in rest_server.ISOLATION_HEADERS.items():
