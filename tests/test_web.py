@@ -23,6 +23,7 @@ import urllib.request
 
 import numpy as np
 import pytest
+import zstandard
 from ai_edge_litert.interpreter import Interpreter
 from scipy import stats
 
@@ -41,6 +42,7 @@ from tfdptext.privacy import budget as budget_lib
 from tfdptext.privacy import categorical
 from tfdptext.privacy import text_checks
 from tfdptext.rest import server as rest_server
+from tfdptext.rest import static as rest_static
 import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,7 +88,9 @@ class _Counting:
 @pytest.fixture(scope="module")
 def app(export):
     model = _Counting(rest_server.ServedModel(export[0]))
-    return rest_server.ServingApp(model, web_dir=chromium.WEB)
+    # zstd's fastest level: the same encoding as served by default, without
+    # level 19's 12 CPU-seconds on LiteRT.js's wasm.
+    return rest_server.ServingApp(model, web_dir=chromium.WEB, zstd_level=1)
 
 
 @pytest.fixture(scope="module")
@@ -460,6 +464,25 @@ def test_page_files_are_compressed_and_cacheable(client, export):
     page = client.get("/web/index.html", headers={"Accept-Encoding": "gzip"})
     assert page.headers["Content-Encoding"] == "gzip"
     assert b"<html" in gzip.decompress(page.data).lower()
+    # zstd where the client accepts it (browsers do), preferred to gzip.
+    vocab = client.get(f"/export/{rundir.USER_DIR}/vocab.txt",
+                       headers={"Accept-Encoding": "gzip, deflate, br, zstd"})
+    assert vocab.headers["Content-Encoding"] == "zstd"
+    assert vocab.headers["ETag"].endswith('-zstd"')
+    raw = open(os.path.join(export[0], rundir.USER_DIR, "vocab.txt"),
+               "rb").read()
+    assert zstandard.ZstdDecompressor().decompress(vocab.data) == raw
+    assert client.get(f"/export/{rundir.USER_DIR}/vocab.txt", headers={
+        "Accept-Encoding": "zstd;q=0, gzip"}).headers[
+            "Content-Encoding"] == "gzip"
+    for level in (0, 20, True, "19"):
+        with pytest.raises(ValueError, match="`zstd_level` must be None or "
+                           r"an integer in \[1, 19\]"):
+            rest_static.StaticFiles(zstd_level=level)
+    # Cross-origin isolation on the page's files (LiteRT.js's threads).
+    for response in (page, vocab, served):
+        for name, value in rest_server.ISOLATION_HEADERS.items():
+            assert response.headers[name] == value, name
     for outside in ("/web/../setup.py", "/web/%2e%2e/setup.py"):
         assert client.get(outside).status_code == 404
 
@@ -596,6 +619,10 @@ def test_page_privatizes_and_the_text_never_leaves(browser, http, app,
     assert json.loads(predict[0]["body"])["inputs"].keys() == {
         "private_code"}  # the release alone
     assert len(sent) >= 6  # the page, its scripts, the export's files
+    # Cross-origin isolated: LiteRT.js's threaded WebAssembly ran it.
+    assert browser.execute_script("return self.crossOriginIsolated;")
+    assert [r for r in sent if r["url"].endswith(
+        "/litert_wasm_threaded_internal.wasm")]
     words = {w.lower() for w in re.findall(r"\w+", SECRET) if len(w) > 2}
     for request in sent:
         seen = " ".join([request["url"], urllib.parse.unquote_plus(

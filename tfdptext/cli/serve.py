@@ -18,6 +18,7 @@ port; the first line printed says where it listens.
 """
 
 import os
+import threading
 
 from absl import flags
 
@@ -68,6 +69,7 @@ def serve(argv):
     app = server.ServingApp(model, FLAGS.web_dir or None,
                             max_rows=FLAGS.max_rows)
     httpd = server.make_server(app, FLAGS.host, FLAGS.port)
+    threading.Thread(target=app.warm, daemon=True).start()
     url = f"http://{FLAGS.host}:{httpd.server_port}"
     print(f"{NAME}: serving {url}/ (model {model.name}, version "
           f"{model.version})", flush=True)

@@ -25,9 +25,12 @@ never reaches a server), `/web/...` its scripts and LiteRT.js's files, and
 `/export/...` the files an app ships (`manifest.json` without the training machine's paths, and the
 manifest's files under user/: the phone model, vocabulary, tokenizer
 settings and test vectors). Nothing else of the export is served. These
-files go out gzip-compressed to clients that accept it, with an ETag and
-`Cache-Control: no-cache` (`tfdptext.rest.static`): a reload is answered
-304 with no body.
+files go out zstd- or gzip-compressed to clients that accept it, with an
+ETag and `Cache-Control: no-cache` (`tfdptext.rest.static`): a reload is
+answered 304 with no body. They carry the cross-origin isolation headers
+(ISOLATION_HEADERS), under which the browser lets the page load
+LiteRT.js's threaded WebAssembly (SharedArrayBuffer); `warm()` compresses
+the largest of them ahead of the first load.
 
 A request for the page or its files that carries a `text` query parameter
 is refused (400) without echoing it: a query reaches this server, its logs
@@ -74,6 +77,19 @@ MAX_BODY_BYTES = 64 * 2**20
 WEB_PACKAGES = ("node_modules/@litertjs/core/dist/",
                 "node_modules/@litertjs/core/wasm/",
                 "node_modules/@litertjs/wasm-utils/dist/")
+# The page's largest files, compressed by `ServingApp.warm` before the
+# first load asks for them: the runtime that a cross-origin-isolated page
+# loads (LiteRT.js picks its threaded build there).
+WARM_WEB_FILES = ("node_modules/@litertjs/core/wasm/"
+                  "litert_wasm_threaded_internal.js",
+                  "node_modules/@litertjs/core/wasm/"
+                  "litert_wasm_threaded_internal.wasm")
+# Cross-origin isolation: the page and its files may share memory between
+# threads (SharedArrayBuffer, LiteRT.js's threaded wasm) because no other
+# origin's window or resource can enter the page's process.
+ISOLATION_HEADERS = {"Cross-Origin-Opener-Policy": "same-origin",
+                     "Cross-Origin-Embedder-Policy": "require-corp",
+                     "Cross-Origin-Resource-Policy": "same-origin"}
 # The manifest's keys that describe the machine that exported, not the
 # model: left out of the copy the page reads.
 PRIVATE_MANIFEST_KEYS = ("source_run", "command")
@@ -248,9 +264,12 @@ class ServingApp:
         web_dir: the web client's folder (web/ of a checkout, with its
             node_modules installed), or None to serve the REST API only.
         max_rows: the most rows (texts) one predict request may hold.
+        zstd_level: the page's files' zstd level (`static.StaticFiles`;
+            None: its defaults).
     """
 
-    def __init__(self, model, web_dir=None, max_rows=predict_json.MAX_ROWS):
+    def __init__(self, model, web_dir=None, max_rows=predict_json.MAX_ROWS,
+                 zstd_level=None):
         if isinstance(max_rows, bool) or not isinstance(max_rows, int) or \
                 max_rows < 1:
             raise ServeError(f"`max_rows` must be an integer >= 1, got "
@@ -258,7 +277,7 @@ class ServingApp:
         self.model = model
         self.web_dir = os.path.abspath(web_dir) if web_dir else None
         self.max_rows = max_rows
-        self.files = static.StaticFiles()
+        self.files = static.StaticFiles(zstd_level)
 
     def __call__(self, environ, start_response):
         request = Request(environ)
@@ -290,6 +309,12 @@ class ServingApp:
             query = request.query_string.decode("latin-1")
             return http_utils.redirect(
                 "/web/index.html" + (f"?{query}" if query else ""), 302)
+        response = self.page_file(path, request)
+        response.headers.update(ISOLATION_HEADERS)
+        return response
+
+    def page_file(self, path, request):
+        """The page's file at `path` (/web/... or /export/...)."""
         if path.startswith("/web/"):
             return self.web_file(path[len("/web/"):], request)
         if path == "/export/" + rundir.MANIFEST:
@@ -303,6 +328,19 @@ class ServingApp:
                                 "export that an app ships.")
             return self._send(self.model.export.path, relative, request)
         raise RestError("NOT_FOUND", f"Nothing at {path}.")
+
+    def warm(self):
+        """Compresses the page's largest files (the export's user files,
+        WARM_WEB_FILES) now, so that the first load does not wait for it
+        (tfdptext-serve runs this in a thread at start)."""
+        paths = [os.path.join(self.model.export.path, relative)
+                 for relative in sorted(self.model.user_files())]
+        if self.web_dir:
+            paths += [os.path.join(self.web_dir, relative)
+                      for relative in WARM_WEB_FILES]
+        for path in paths:
+            if os.path.isfile(path):
+                self.files.entry(path)
 
     def rest(self, request):
         """TF Serving's paths (its http_rest_api_handler)."""

@@ -60,6 +60,13 @@ async function sha256Hex(bytes) {
     (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
+/** Whether this page may run LiteRT.js's threaded WebAssembly: it needs
+ *  SharedArrayBuffer, which browsers give cross-origin-isolated pages. */
+export function threadsAllowed() {
+  return globalThis.crossOriginIsolated === true &&
+    typeof SharedArrayBuffer === 'function';
+}
+
 /** Checks `tokenizer` against an export's test vectors: the mismatches. */
 export function checkVectors(tokenizer, vectors) {
   const bad = [];
@@ -251,7 +258,10 @@ export class PhoneModel {
       throw new ExportError(`${file} does not match the SHA-256 in the ` +
         'manifest: it is not the exported phone model.');
     }
-    await loadLiteRt(wasm);
+    // A cross-origin-isolated page (tfdptext-serve sends the headers) may
+    // share memory between threads: LiteRT.js's threaded WebAssembly then
+    // runs the model on the device's cores; elsewhere, one thread.
+    await loadLiteRt(wasm, {threads: threadsAllowed()});
     const model = await loadAndCompile(modelBytes, {accelerator: 'wasm'});
     for (const entry of user.models) {
       if (!(entry.signature in model.signatures)) {
