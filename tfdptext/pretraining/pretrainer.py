@@ -30,6 +30,7 @@ from tfdptext.pretraining.config import PretrainConfig
 from tfdptext.pretraining.model import MLM_HEAD
 from tfdptext.pretraining.model import build_mlm
 from tfdptext.pretraining.optimizer import HeadRateAdamW
+from tfdptext.training import prebuild
 from tfdptext.training import devices
 from tfdptext.training.callbacks import Throughput
 from tfdptext.training.schedules import WarmupDecay
@@ -366,6 +367,8 @@ class _Session:
                 batch_size=config.batch_size, seed=config.seed,
                 skip_steps=step)
             index = _segment_index(step, config)
+            # One trace of the step, not two (a no-op once built).
+            prebuild.build_before_fit(self.model, batches)
             started = time.perf_counter()
             # The batches shuffle themselves (masking.training_batches);
             # Keras' own shuffle does not apply to a tf.data.Dataset.

@@ -42,6 +42,7 @@ from tfdptext.training import devices
 from tfdptext.training import label_privacy
 from tfdptext.training import losses
 from tfdptext.training import pipeline
+from tfdptext.training import prebuild
 from tfdptext.training import schedules
 from tfdptext.training import user_release
 from tfdptext.training.builder import build_split
@@ -252,6 +253,7 @@ def _fit(model, run, config, train_batches, dev_batches, *, monitor,
         throughput,
         *extra_callbacks,
     ]
+    prebuild.build_before_fit(model, train_batches)
     start = time.perf_counter()
     # The batches shuffle themselves every epoch (pipeline.batches); Keras'
     # own shuffle does not apply to a tf.data.Dataset.
