@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from tfdptext.errors import TfdptextError
+import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -39,7 +40,6 @@ from tfdptext import models
 from tfdptext import training
 from tfdptext.models import split_spec
 from tfdptext.training import devices
-import zygote
 
 RANDOM_OPS = ("RandomUniform", "RandomStandardNormal", "RandomUniformInt",
               "RandomGamma", "RandomPoisson", "TruncatedNormal")

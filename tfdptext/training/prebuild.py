@@ -12,9 +12,13 @@ shuffle or release is drawn), leaves one trace.
 
 def build_before_fit(model, batches):
     """Builds `model`'s state for `model.fit(batches)` from
-    `batches.element_spec`; returns whether it did (False where this Keras
-    has no symbolic build, which then happens in the first trace as
-    before)."""
+    `batches.element_spec`; returns whether it did (False under a
+    distribution strategy, where Keras does it, and where this Keras has no
+    symbolic build, which then happens in the first trace as before)."""
+    if getattr(model, "_distribute_strategy", None) is not None:
+        # Under a strategy Keras builds them itself, in its scope, from
+        # the distributed batches.
+        return False
     build = getattr(model, "_symbolic_build", None)
     spec = getattr(batches, "element_spec", None)
     if build is None or spec is None:
