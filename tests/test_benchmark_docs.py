@@ -196,3 +196,22 @@ def test_a_changed_result_changes_its_plot(monkeypatch):
     monkeypatch.setattr(docs_tables, "load", lambda n, *a: record
                         if n == name else load(n, *a))
     assert docs_plots.draw("dpnr_ag_eps.png") != before
+
+
+def test_the_readme_suite_figure_is_the_recorded_run():
+    from benchmarks import suite_time
+
+    log = ("= 1126 passed, 2 skipped, 2 warnings in 1143.69s (0:19:03) =\n"
+           "\tUser time (seconds): 1932.22\n\tSystem time (seconds): 170.10\n"
+           "\tElapsed (wall clock) time (h:mm:ss or m:ss): 19:05.07\n"
+           "\tExit status: 0\n")
+    parsed = suite_time.parse(log)
+    assert (parsed["passed"], parsed["skipped"], parsed["failed"]) == \
+        (1126, 2, 0)
+    assert parsed["cpu_minutes"] == 35.0 and parsed["wall_seconds"] == \
+        pytest.approx(1145.07)
+    recorded = docs_tables.load("suite_time")["result"]
+    text = _read("README.md")
+    assert recorded["exit_status"] == 0 and recorded["failed"] == 0
+    assert f"{recorded['cpu_minutes']:.1f} CPU-minutes" in text
+    assert f"{recorded['passed']:,} tests passed" in text
