@@ -117,6 +117,7 @@ class _Server:
             pass
         # Reaped, so that its children's CPU time counts in the suite's.
         self.process.wait()
+        self.log.close()
 
 
 def _server():
@@ -258,9 +259,7 @@ def _child(message):
         os.chdir(message["cwd"])
         os.environ.clear()
         os.environ.update(message["env"])
-        import tempfile as temporary
-
-        temporary.tempdir = None  # read $TMPDIR again, as a new process
+        tempfile.tempdir = None  # read $TMPDIR again, as a new process
         _redirect(message)
         code = _execute(message["argv"])
     except BaseException:  # the child must never return into serve()
@@ -269,9 +268,7 @@ def _child(message):
         traceback.print_exc()
     finally:
         try:
-            import atexit as exits
-
-            exits._run_exitfuncs()  # what a normal interpreter does at exit
+            atexit._run_exitfuncs()  # what an interpreter does at exit
             sys.stdout.flush()
             sys.stderr.flush()
         finally:

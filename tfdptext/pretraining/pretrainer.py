@@ -30,8 +30,8 @@ from tfdptext.pretraining.config import PretrainConfig
 from tfdptext.pretraining.model import MLM_HEAD
 from tfdptext.pretraining.model import build_mlm
 from tfdptext.pretraining.optimizer import HeadRateAdamW
-from tfdptext.training import prebuild
 from tfdptext.training import devices
+from tfdptext.training import prebuild
 from tfdptext.training.callbacks import Throughput
 from tfdptext.training.schedules import WarmupDecay
 from tfdptext.version import __version__
