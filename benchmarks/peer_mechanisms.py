@@ -342,10 +342,12 @@ _TG = {}
 def _tg_calibration(table):
     """(Delta_min, Delta_max, b) of TruncatedGumbel, the same for ours and
     mldp-text's: Delta_min the smallest non-zero distance from the first
-    word of the file (mldp-text measures it from one random word; over
-    all pairs GloVe has near-duplicate rows 1e-7 apart, for which the
-    paper's calibration needs epsilon > 3e8), Delta_max the largest over
-    all pairs, b the paper's formula at --tg_epsilon."""
+    word of the file (mldp-text measures it from one random word; the
+    "near-duplicate rows 1e-7 apart over all pairs" this note gave before
+    were a row's rounding residue against itself, counted as a distance
+    by `distance_range` until 2026-11-27; GloVe's all-pairs value has not
+    been measured since), Delta_max the largest over all pairs, b the
+    paper's formula at --tg_epsilon."""
     import numpy as np
 
     from tfdptext.substitution import truncated_gumbel as tg

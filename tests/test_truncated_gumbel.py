@@ -172,6 +172,57 @@ def test_paper_calibration_and_its_domain():
             3.0, checks.TABLE, special_token_ids=checks.SPECIAL)
 
 
+def _pairwise(rows):
+    """Every distance between two different rows, from differences."""
+    d = np.linalg.norm(rows[:, None] - rows[None], axis=-1)
+    np.fill_diagonal(d, np.nan)
+    return d
+
+
+def test_distance_range_never_counts_a_row_with_itself():
+    # Rows of MiniLM's scale (coordinates ~0.05), where |x|^2 + |x|^2 -
+    # 2 x.x rounds to ~1e-17, above the 1e-9 "non-zero" floor: counted as
+    # a distance, it made Delta_min 7e-9 on MiniLM's table (true: 0.2225)
+    # and the paper's calibration refused every epsilon. A duplicate row
+    # and a pair 1e-8 apart (above the floor) are in the table too.
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((700, 24)) * 0.05
+    rows[10] = rows[20]
+    rows[30] = rows[40] + 1e-8 / np.sqrt(24)
+    d = _pairwise(rows)
+    high = np.nanmax(d)
+    low = d[d > 1e-9 * max(1.0, high)].min()
+    assert low == pytest.approx(1e-8, rel=1e-4)
+    for block in (64, 700, 1000):  # blocks that split pairs, and none
+        got = tg.distance_range(rows, block=block)
+        assert got[0] == pytest.approx(low, rel=1e-9), block
+        assert got[1] == pytest.approx(high, rel=1e-12), block
+    # Without the near pair: the smallest of the others.
+    rows[30] = rng.standard_normal(24) * 0.05
+    d = _pairwise(rows)
+    assert tg.distance_range(rows, block=128)[0] == pytest.approx(
+        d[d > 1e-9].min(), rel=1e-12)
+    with pytest.raises(ValueError, match="two distinct"):
+        tg.distance_range(np.ones((5, 3)))
+
+
+def test_expansion_error_bound_holds_under_cancellation():
+    # Pairs of nearly equal rows of large norm: the expansion's error is
+    # of the order of its bound, and never above it.
+    rng = np.random.default_rng(4)
+    for dim in (2, 16, 300):
+        x = rng.standard_normal((2000, dim)) * rng.uniform(
+            0.01, 100.0, (2000, 1))
+        y = x + rng.standard_normal(x.shape) * 1e-7 * np.abs(x)
+        nx, ny = np.sum(x * x, axis=1), np.sum(y * y, axis=1)
+        expanded = nx + ny - 2.0 * np.einsum("ij,ij->i", x, y)
+        exact = np.sum((x - y) ** 2, axis=1)
+        bound = tg.expansion_error_bound(dim, nx + ny)
+        assert np.all(np.abs(expanded - exact) <= bound), dim
+        # and the bound is not vacuous: within 1e4 of the errors seen
+        assert np.max(np.abs(expanded - exact) / bound) > 1e-4, dim
+
+
 def test_serialization_round_trip(tmp_path):
     layer = _layer()
     inputs = keras.Input((2,), dtype="int32")

@@ -198,35 +198,85 @@ def paper_scale(epsilon, num_candidates, min_distance, max_distance):
     return 2.0 * high / min(lambert_w(2.0 * a * high), math.log(a * low))
 
 
-def distance_range(rows, block=256):
-    """(smallest non-zero, largest) Euclidean distance between the rows
-    (float64, exact search in blocks).
+def expansion_error_bound(dim, squared_norms):
+    """A bound on |fl(|x|^2 + |y|^2 - 2 x.y) - |x - y|^2| for float64 rows
+    of `dim` coordinates whose squared norms sum to at most
+    `squared_norms`: each of the two squared norms and the product is a sum
+    of `dim` terms (error at most gamma_dim times the sum of their absolute
+    values, in any summation order, FMA or not; |x.y| <= (|x|^2 + |y|^2) /
+    2), plus three roundings of the additions; doubled for margin.
 
-    "Non-zero" is above 1e-9 times the largest distance found so far (at
-    least 1e-9): rows that equal another up to rounding do not count. The
-    comparisons run on squared distances (sqrt is monotone and correctly
-    rounded, so the result is the same float), in place, in blocks of 256
-    rows: about half the passes over MiniLM's V x V matrix of before."""
+    Example:
+    >>> expansion_error_bound(16, 2.0) < 1e-13
+    True
+    """
+    unit = np.finfo(np.float64).eps / 2.0
+    gamma = dim * unit / (1.0 - dim * unit)
+    return 2.0 * (2.0 * gamma + 6.0 * unit) * squared_norms
+
+
+def _exact_squared(rows, first, second):
+    """|rows[first] - rows[second]|^2 from the differences (no
+    cancellation), for index arrays `first` and `second`."""
+    differences = rows[first] - rows[second]
+    return np.einsum("ij,ij->i", differences, differences)
+
+
+def distance_range(rows, block=256):
+    """(smallest non-zero, largest) Euclidean distance between two
+    different rows (float64).
+
+    "Non-zero" is above 1e-9 times the largest distance (at least 1e-9):
+    rows that equal another up to rounding do not count. The search runs
+    in blocks of `block` rows on squared distances expanded as |x|^2 + |y|^2
+    - 2 x.y (one matrix product per block, each pair once). That expansion cancels: a row's
+    distance to itself comes out near 1e-15, not 0, and close pairs lose
+    digits. So it only selects candidates: every pair whose expanded value
+    is within `expansion_error_bound` of the running largest (or of the
+    smallest surely non-zero) is measured again from its differences, and
+    those exact values decide. A row is never compared with itself.
+    """
     rows = np.asarray(rows, np.float64)
+    if rows.ndim != 2 or len(rows) < 2:
+        raise ArgumentError("The candidate rows must be a matrix of at "
+                            "least two rows.")
     norms = np.sum(rows * rows, axis=1)
-    low, high = math.inf, 0.0
+    max_norm = float(norms.max())
+    # "Non-zero" uses the largest distance, known at the end; 2 max |x| is
+    # above it, so pairs surely above this threshold are surely non-zero.
+    threshold_above = (1e-9 * max(1.0, 2.0 * math.sqrt(max_norm))) ** 2
+    high_floor, low_ceiling = -math.inf, math.inf
+    far, near = [], []  # candidate pairs (first, second) of each end
     for start in range(0, len(rows), block):
-        part = rows[start:start + block]
-        products = part @ rows.T
-        products *= 2.0
-        squared = norms[start:start + block, None] + norms[None]
-        squared -= products  # (|x|^2 + |y|^2) - 2 x.y, as before
-        np.maximum(squared, 0.0, out=squared)
-        high = max(high, math.sqrt(float(squared.max())))
-        threshold = (1e-9 * max(1.0, high)) ** 2
-        smallest = float(np.min(squared, where=squared > threshold,
-                                initial=math.inf))
-        if math.isfinite(smallest):
-            low = min(low, math.sqrt(smallest))
-    if not math.isfinite(low) or high <= 0.0:
+        stop = min(start + block, len(rows))
+        # Each pair once: this block's rows against the rows from `start`.
+        squared = rows[start:stop] @ rows[start:].T
+        squared *= -2.0
+        squared += norms[start:stop, None]
+        squared += norms[None, start:]
+        err = expansion_error_bound(
+            rows.shape[1], float(norms[start:stop].max()) + max_norm)
+        own = np.arange(stop - start)
+        squared[own, own] = np.nan  # a row and itself: never a pair
+        high_floor = max(high_floor, float(np.nanmax(squared)) - err)
+        sure = float(np.min(squared, where=squared > threshold_above + err,
+                            initial=math.inf))
+        low_ceiling = min(low_ceiling, sure + err)
+        with np.errstate(invalid="ignore"):
+            for found, mask in ((far, squared >= high_floor - err),
+                                (near, squared <= low_ceiling + err)):
+                first, second = np.nonzero(mask)
+                found.append((first + start, second + start))
+    far_first, far_second = (np.concatenate(a) for a in zip(*far))
+    high = math.sqrt(float(_exact_squared(rows, far_first,
+                                          far_second).max()))
+    near_first, near_second = (np.concatenate(a) for a in zip(*near))
+    exact = _exact_squared(rows, near_first, near_second)
+    exact = exact[exact > (1e-9 * max(1.0, high)) ** 2]
+    if high <= 0.0 or exact.size == 0:
         raise ArgumentError("The candidate rows must hold at least two "
                             "distinct vectors.")
-    return low, high
+    return math.sqrt(float(exact.min())), high
 
 
 # ---------------------------------------------------------------------------
