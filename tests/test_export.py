@@ -25,22 +25,55 @@ import zygote
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# The runs a test trains for its own export: what they release is asserted,
+# not how well they learned.
+SMALL_RUN = dict(epochs=1, max_train_examples=64, max_dev_examples=32)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_preset):
-    """Two tiny trained runs: non-private (parity) and robust (noise)."""
+    """Two tiny trained runs: non-private (parity, and int8 labels that
+    agree with Keras', which wants a run that learned) and robust (noise,
+    whose tests assert what it releases, not how well it learned)."""
     base = tmp_path_factory.mktemp("export")
     preset = tiny_preset
     corpus = data.load_synthetic(num_examples=400)
     out = {}
-    for mode, kwargs in (("none", {}), ("robust", {"epsilon": 2.0})):
+    for mode, kwargs in (("none", {"epochs": 2}),
+                         ("robust", {"epsilon": 2.0, **SMALL_RUN})):
         config = training.TrainConfig(mode=mode, preset=preset, max_length=16,
-                                      batch_size=32, epochs=2,
-                                      learning_rate=3e-3, **kwargs)
+                                      batch_size=32, learning_rate=3e-3,
+                                      **kwargs)
         out[mode] = str(base / mode)
         training.train(config, out[mode], dataset=corpus, verbose=0)
     out["base"] = base
     out["corpus"] = corpus
     return out
+
+
+# The exports the module's tests share, each made once (`exported`): the
+# non-private run in float32 with the string-in model too, and the robust
+# run in float32 with the app's random words (the default) and with the
+# model's own noise. Only int8 tests export in int8.
+NONE_F32 = dict(quantization="float32", tokenizer_in_graph=True)
+ROBUST_INPUT = dict(quantization="float32")
+ROBUST_INTERNAL = dict(quantization="float32", noise_source="internal")
+
+
+@pytest.fixture(scope="module")
+def exported(runs):
+    """export(run, **options): (directory, manifest) of runs[run] exported
+    with `options`, made once per module for each run and options."""
+    done = {}
+
+    def export(run, **options):
+        key = (run, repr(sorted(options.items())))
+        if key not in done:
+            out = str(runs["base"] / f"exp_{run}_{len(done)}")
+            done[key] = out, exporter.export_run(runs[run], out, **options)
+        return done[key]
+
+    return export
 
 
 def _keras_reference(run_dir, texts):
@@ -64,9 +97,8 @@ def _cosine(a, b):
                               * np.linalg.norm(b, axis=-1))
 
 
-def test_float32_parity_with_keras(runs):
-    out = str(runs["base"] / "exp_f32")
-    exporter.export_run(runs["none"], out, quantization="float32")
+def test_float32_parity_with_keras(runs, exported):
+    out, _ = exported("none", **NONE_F32)
     texts = runs["corpus"].splits["dev"].texts
     pipeline = ExportedPipeline(out)
     released = pipeline.privatize(texts)["private_representation"]
@@ -76,9 +108,8 @@ def test_float32_parity_with_keras(runs):
         {"private_representation": released})["label"], labels)
 
 
-def test_int8_labels_agree(runs):
-    out = str(runs["base"] / "exp_int8")
-    manifest = exporter.export_run(runs["none"], out)
+def test_int8_labels_agree(runs, exported):
+    out, manifest = exported("none")
     assert manifest["user"]["quantization"] == "int8"
     texts = runs["corpus"].splits["dev"].texts
     labels = ExportedPipeline(out).predict(texts)["label"]
@@ -86,10 +117,8 @@ def test_int8_labels_agree(runs):
     assert (labels == reference).mean() >= 0.99
 
 
-def test_robust_export_builtins_unseeded_fresh_noise(runs):
-    out = str(runs["base"] / "exp_robust")
-    manifest = exporter.export_run(runs["robust"], out,
-                                   noise_source="internal")
+def test_robust_export_builtins_unseeded_fresh_noise(exported):
+    out, manifest = exported("robust", **ROBUST_INTERNAL)
     path = os.path.join(out, "user", "privatizer.tflite")
     ops = tflite.check_unseeded_builtins(open(path, "rb").read())
     assert any(op.name == "RANDOM_UNIFORM" for op in ops)
@@ -108,9 +137,8 @@ def test_robust_export_builtins_unseeded_fresh_noise(runs):
         runfiles.sha256_file(path)
 
 
-def test_server_signature_names_and_shape_check(runs):
-    out = str(runs["base"] / "exp_sig")
-    manifest = exporter.export_run(runs["robust"], out)
+def test_server_signature_names_and_shape_check(exported):
+    out, manifest = exported("robust", **ROBUST_INPUT)
     loaded = tf.saved_model.load(os.path.join(out,
                                               manifest["server"]["path"]))
     signature = loaded.signatures["serving_default"]
@@ -127,7 +155,7 @@ def test_server_signature_names_and_shape_check(runs):
         signature(private_representation=tf.zeros((3, 15)))
 
 
-def test_bad_inputs_write_nothing(runs, tmp_path, monkeypatch):
+def test_bad_inputs_write_nothing(runs, exported, tmp_path, monkeypatch):
     existing = tmp_path / "exists"
     existing.mkdir()
     with pytest.raises(exporter.ExportError, match="exists"):
@@ -150,9 +178,17 @@ def test_bad_inputs_write_nothing(runs, tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
+    # A failure after the phone model, tokenizer and vocabulary are
+    # written (the phone model is the shared export's bytes: converting
+    # it again would test the converter, not the clean-up).
+    single, _ = exported("none", **NONE_F32)
+    phone = open(os.path.join(single, rundir.PHONE_MODEL), "rb").read()
+    monkeypatch.setattr(exporter.tflite, "convert_signatures",
+                        lambda *args, **kwargs: phone)
     monkeypatch.setattr(exporter, "_write_server", broken)
     with pytest.raises(RuntimeError, match="disk full"):
-        exporter.export_run(runs["none"], str(tmp_path / "c"))
+        exporter.export_run(runs["none"], str(tmp_path / "c"),
+                            quantization="float32")
     assert sorted(os.listdir(tmp_path)) == ["exists", "old_run"]
 
 
@@ -184,9 +220,8 @@ def test_serving_requests_round_trip():
         serving.parse_rest_response({"error": "bad shape"})
 
 
-def test_predict_program(runs):
-    out = str(runs["base"] / "exp_cli")
-    exporter.export_run(runs["robust"], out)
+def test_predict_program(exported):
+    out, _ = exported("robust", **ROBUST_INPUT)
     result = zygote.run(
         [sys.executable, os.path.join(ROOT, "export", "tfdptext-predict"),
          f"--export_dir={out}", "the staff was friendly"],
@@ -212,12 +247,10 @@ def _clean_release(run_dir):
         FEED["token_ids"])})["private_representation"])
 
 
-def test_a_replaced_or_escaping_file_is_refused(runs, tmp_path):
+def test_a_replaced_or_escaping_file_is_refused(exported, tmp_path):
     from tfdptext.export.local import ExportDirError
 
-    out = str(runs["base"] / "exp_sig")
-    if not os.path.exists(out):
-        exporter.export_run(runs["robust"], out)
+    out, _ = exported("robust", **ROBUST_INPUT)
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     path = copy / "user" / "privatizer.tflite"
@@ -233,14 +266,13 @@ def test_a_replaced_or_escaping_file_is_refused(runs, tmp_path):
         ExportedPipeline(str(copy))
 
 
-def test_default_export_takes_random_words_and_adds_laplace(runs):
+def test_default_export_takes_random_words_and_adds_laplace(runs,
+                                                           exported):
     from scipy import stats
 
     from tfdptext.models import secure
 
-    out = str(runs["base"] / "exp_input")
-    manifest = exporter.export_run(runs["robust"], out,
-                                   quantization="float32")
+    out, manifest = exported("robust", **ROBUST_INPUT)
     assert manifest["user"]["noise_source"] == "input"
     # 4 words per coordinate (64 for 16 dims), each mixed from g = 2
     # words: the checks' minimum of 128.
@@ -288,10 +320,8 @@ def _bad_words(rng, width):
             "low_bytes_only": low_bytes, "needed_words_only": needed_only}
 
 
-def test_bad_random_words_fail_closed_on_phone_and_server(runs):
-    out = str(runs["base"] / "exp_input")
-    if not os.path.exists(out):
-        exporter.export_run(runs["robust"], out, quantization="float32")
+def test_bad_random_words_fail_closed_on_phone_and_server(exported):
+    out, _ = exported("robust", **ROBUST_INPUT)
     runner = Interpreter(model_path=os.path.join(
         out, "user", "privatizer.tflite")).get_signature_runner()
     pipeline = ExportedPipeline(out)
@@ -312,7 +342,7 @@ def test_word_dropout_exports_with_random_words(runs, tmp_path):
     config = json.load(open(os.path.join(runs["robust"], "config.json")))
     config.update(dropout_rate=0.5)
     dropout_run = str(tmp_path / "dropout_run")
-    training.train(training.TrainConfig(**{**config, "epochs": 1}),
+    training.train(training.TrainConfig(**{**config, **SMALL_RUN}),
                    dropout_run, dataset=runs["corpus"], verbose=0)
     out = str(tmp_path / "x")
     manifest = exporter.export_run(dropout_run, out, quantization="float32",
@@ -354,10 +384,8 @@ def test_word_dropout_exports_with_random_words(runs, tmp_path):
     assert pipeline.predict(["the staff was friendly"])["label"].shape == (1,)
 
 
-def test_internal_noise_is_opt_in_and_says_so(runs, tmp_path):
-    out = str(tmp_path / "internal")
-    manifest = exporter.export_run(runs["robust"], out,
-                                   noise_source="internal")
+def test_internal_noise_is_opt_in_and_says_so(exported):
+    out, manifest = exported("robust", **ROBUST_INTERNAL)
     assert "random_words" not in manifest["user"]["inputs"]
     assert manifest["guarantee"]["randomness"] == "tflite_internal"
     assert "2^32" in manifest["guarantee_text"]
@@ -366,13 +394,11 @@ def test_internal_noise_is_opt_in_and_says_so(runs, tmp_path):
     assert any(op.name == "RANDOM_UNIFORM" for op in ops)
 
 
-def test_tokenizer_in_graph_matches_ids_model(runs):
+def test_tokenizer_in_graph_matches_ids_model(exported):
     import tensorflow_text as tf_text
     from ai_edge_litert.interpreter import InterpreterWithCustomOps
 
-    out = str(runs["base"] / "exp_text")
-    manifest = exporter.export_run(runs["none"], out, quantization="float32",
-                                   tokenizer_in_graph=True)
+    out, manifest = exported("none", **NONE_F32)
     assert manifest["user"]["text_in"]["custom_ops"]
     text_model = InterpreterWithCustomOps(
         model_path=os.path.join(out, "user", "privatizer_text_in.tflite"),
@@ -385,12 +411,10 @@ def test_tokenizer_in_graph_matches_ids_model(runs):
         np.testing.assert_allclose(from_text, from_ids, rtol=1e-5, atol=1e-6)
 
 
-def test_exported_internal_noise_matches_laplace(runs):
+def test_exported_internal_noise_matches_laplace(runs, exported):
     from scipy import stats
 
-    out = str(runs["base"] / "exp_noise")
-    exporter.export_run(runs["robust"], out, quantization="float32",
-                        noise_source="internal")
+    out, _ = exported("robust", **ROBUST_INTERNAL)
     runner = Interpreter(model_path=os.path.join(
         out, "user", "privatizer.tflite")).get_signature_runner()
     clean = _clean_release(runs["robust"])
@@ -410,8 +434,7 @@ def test_token_level_export_round_trip(runs, tmp_path, mode):
     from tfdptext.models import split_spec
 
     config = json.load(open(os.path.join(runs["none"], "config.json")))
-    config.update(mode=mode, mechanism=None, eta=20.0, epochs=1,
-                  max_train_examples=64, max_dev_examples=32)
+    config.update(mode=mode, mechanism=None, eta=20.0, **SMALL_RUN)
     run = str(tmp_path / mode)
     training.train(training.TrainConfig(**config), run,
                    dataset=runs["corpus"], verbose=0)
@@ -554,16 +577,13 @@ SHORT_TEXTS = ["good", "the staff was friendly",
 
 
 @pytest.fixture(scope="module")
-def lengths_export(runs):
+def lengths_export(exported):
     """runs["none"] exported at lengths 4, 8 (and 16, its max_length)."""
-    out = str(runs["base"] / "exp_lengths")
-    manifest = exporter.export_run(runs["none"], out, quantization="float32",
-                                   lengths=[8, 4])
-    return out, manifest
+    return exported("none", quantization="float32", lengths=[8, 4])
 
 
 def test_lengths_are_signatures_of_one_file_in_the_manifest(
-        runs, lengths_export):
+        exported, lengths_export):
     out, manifest = lengths_export
     user = manifest["user"]
     assert user["lengths"] == [4, 8, 16]
@@ -588,9 +608,7 @@ def test_lengths_are_signatures_of_one_file_in_the_manifest(
     assert sorted(tflite.signature_keys(tflite_bytes)) == [
         "length_4", "length_8", "serving_default"]
     # The weights are stored once: three lengths cost little more than one.
-    single = str(runs["base"] / "exp_f32")
-    if not os.path.exists(single):
-        exporter.export_run(runs["none"], single, quantization="float32")
+    single, _ = exported("none", **NONE_F32)
     assert len(tflite_bytes) < 1.3 * os.path.getsize(
         os.path.join(single, rundir.PHONE_MODEL))
 
@@ -707,7 +725,8 @@ def test_private_dim_run_exports_its_projection_with_vector_noise(runs,
     from tfdptext.models import secure
 
     config = json.load(open(os.path.join(runs["robust"], "config.json")))
-    config.update(private_dim=4, sensitivity="vector", epsilon=8.0, epochs=1)
+    config.update(private_dim=4, sensitivity="vector", epsilon=8.0,
+                  **SMALL_RUN)
     run = str(tmp_path / "projected")
     training.train(training.TrainConfig(**config), run,
                    dataset=runs["corpus"], verbose=0)

@@ -9,9 +9,11 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 from scipy import stats
+from tensorflow.lite.tools import flatbuffer_utils
 
 from tfdptext import export
 from tfdptext import layers
+from tfdptext.export import tflite
 
 TABLE = np.random.default_rng(0).normal(size=(50, 8)).astype(np.float32)
 
@@ -40,7 +42,13 @@ def _models():
 
 @pytest.fixture(scope="module")
 def converted():
-    return {name: export.convert(model) for name, model in _models().items()}
+    """Each of `_models` converted once, and "laplace" also with
+    batch_size=1 (as "laplace_batch_1": how tfdptext-export converts the
+    phone model)."""
+    models = _models()
+    out = {name: export.convert(model) for name, model in models.items()}
+    out["laplace_batch_1"] = export.convert(models["laplace"], batch_size=1)
+    return out
 
 
 def _runner(tflite_bytes):
@@ -86,12 +94,10 @@ def test_two_interpreters_and_invokes_differ(converted):
     assert not np.array_equal(b, c)
 
 
-@pytest.mark.parametrize("batch_size", [None, 1])
-def test_two_processes_differ(batch_size, tmp_path):
-    # batch_size=1 is how tfdptext-export converts the phone model.
+@pytest.mark.parametrize("name", ["laplace", "laplace_batch_1"])
+def test_two_processes_differ(converted, name, tmp_path):
     path = tmp_path / "laplace.tflite"
-    path.write_bytes(export.convert(_models()["laplace"],
-                                    batch_size=batch_size))
+    path.write_bytes(converted[name])
     code = (
         "import numpy as np, sys\n"
         "from ai_edge_litert.interpreter import Interpreter\n"
@@ -104,13 +110,12 @@ def test_two_processes_differ(batch_size, tmp_path):
     assert outputs[0] and outputs[0] != outputs[1]
 
 
-def test_fixed_batch_conversion_shape_and_bad_batch_size():
-    model = _models()["laplace"]
-    runner = _runner(export.convert(model, batch_size=1))
+def test_fixed_batch_conversion_shape_and_bad_batch_size(converted):
+    runner = _runner(converted["laplace_batch_1"])
     assert runner.get_input_details()["x"]["shape_signature"].tolist() == \
         [1, 16]
     with pytest.raises(ValueError, match="batch_size"):
-        export.convert(model, batch_size=0)
+        export.convert(_models()["laplace"], batch_size=0)
 
 
 def test_tflite_laplace_distribution_matches_layer():
@@ -162,9 +167,12 @@ def test_signatures_share_weights_and_match_keras():
         np.float32)
     models = _length_models(table)
     one = export.convert(models[8], batch_size=1)
-    both = export.convert_signatures(
-        {"length_4": models[4], "serving_default": models[8]},
-        batch_size=1)
+    by_key = {"length_4": models[4], "serving_default": models[8]}
+    both = export.convert_signatures(by_key, batch_size=1)
+    # The archive does not `track` the models (a walk that traces them
+    # again); what it converts is what the tracking archive did.
+    assert _without_tensor_names(both) == _without_tensor_names(
+        _tracked_conversion(by_key))
     assert sorted(export.signature_keys(both)) == ["length_4",
                                                    "serving_default"]
     # The 256 KB table is stored once, not once per signature.
@@ -179,3 +187,31 @@ def test_signatures_share_weights_and_match_keras():
     export.check_unseeded_builtins(both)
     with pytest.raises(ValueError, match="at least one"):
         export.convert_signatures({})
+
+
+def _tracked_conversion(models):
+    """What `convert_signatures` made when its archive `track`ed the models
+    (Keras' route for models holding lookup tables): the reference its
+    untracked archive must equal but for tensor names."""
+    archive = keras.export.ExportArchive()
+    for key, model in models.items():
+        archive.track(model)
+        archive.add_endpoint(key, tflite._endpoint(model),
+                             input_signature=tflite._input_signature(model, 1))
+    with tflite._saved_model_dir(None) as saved:
+        archive.write_out(saved, verbose=False)
+        return tflite._convert_saved_model(saved, list(models),
+                                           quantize=False, builtins_only=True,
+                                           custom_ops=False)
+
+
+def _without_tensor_names(tflite_bytes):
+    """The .tflite with its tensor names cleared (signatures, operators,
+    weights and shapes kept): the names hold Keras' per-process counters
+    (".../softmax_5/..." then ".../softmax_6/..."), so two conversions of
+    one model differ there, and only there."""
+    model = flatbuffer_utils.convert_bytearray_to_object(tflite_bytes)
+    for subgraph in model.subgraphs:
+        for tensor in subgraph.tensors:
+            tensor.name = None
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))

@@ -62,7 +62,7 @@ def export(tmp_path_factory, tiny_preset):
     config = training.TrainConfig(
         mode="robust", release="code", epsilon=EPSILON, preset=tiny_preset,
         max_length=64, batch_size=32, epochs=1, learning_rate=3e-3,
-        max_train_examples=200, max_dev_examples=32)
+        max_train_examples=64, max_dev_examples=32)
     run = str(base / "quickstart")
     training.train(config, run, dataset=corpus, verbose=0)
     out = str(base / "export")
