@@ -78,28 +78,69 @@ def _sample_weights(label, class_weights, adv_attributes):
     return result
 
 
+# Texts tokenized per call of the tokenizer while building a split's rows
+# (bounds the padded int32 arrays in flight: 4096 x max_length).
+_CHUNK = 4096
+
+
+def token_rows(tokenizer, texts):
+    """Each text's ids as the tokenizer packs them ([CLS] ... [SEP], cut
+    at its max_length), without the padding: a RaggedTensor of int32 rows.
+
+    Example:
+    >>> rows = token_rows(tokenizer, ["good", "very good food"])
+    >>> rows.row_lengths().numpy()  # [CLS] good [SEP], ...
+    array([3, 5])
+    """
+    values, lengths = [], []
+    for start in range(0, len(texts), _CHUNK):
+        packed = tokenizer(tf.constant(list(texts[start:start + _CHUNK]),
+                                       dtype=tf.string))
+        mask = packed["padding_mask"].numpy().astype(bool)
+        values.append(packed["token_ids"].numpy()[mask])
+        lengths.append(mask.sum(axis=1))
+    if not values:
+        return tf.RaggedTensor.from_row_lengths(
+            tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+    return tf.RaggedTensor.from_row_lengths(
+        np.concatenate(values).astype(np.int32),
+        np.concatenate(lengths).astype(np.int64))
+
+
 def batches(tokenizer, dataset, split, *, batch_size, shuffle=False, seed=0,
             max_examples=None, adv_attributes=None, class_weights=None):
     """(features, target) batches of `split`, or (features, target,
     sample weight) with `class_weights` (an array indexed by label).
 
-    With `adv_attributes` (mode adv) the target is a dict {"label": label,
+    The texts are tokenized once, here (`token_rows`), not again every
+    epoch; each batch is padded to its longest text (as `trim_padding`
+    cuts the tokenizer's fixed-length rows: the same features). With
+    `adv_attributes` (mode adv) the target is a dict {"label": label,
     "adv_<attribute>": private label} matching the adversarial training
     model's outputs, and so are the sample weights.
     """
-    ds = dataset.tf_dataset(split)
-    if max_examples:
-        ds = ds.take(max_examples)
+    examples = dataset.splits[split]
+    count = min(len(examples), max_examples) if max_examples else len(
+        examples)
+    ds = tf.data.Dataset.from_tensor_slices((
+        token_rows(tokenizer, examples.texts[:count]),
+        examples.labels[:count],
+        {k: v[:count] for k, v in examples.private.items()}))
     if shuffle:
         ds = ds.shuffle(10000, seed=seed, reshuffle_each_iteration=True)
+    pad_id = tokenizer.pad_id
 
-    def prepare(features, label, private):
-        features = trim_padding(features)
+    def prepare(ids, label, private):
+        token_ids = ids.to_tensor(default_value=pad_id)
+        padding_mask = tf.sequence_mask(ids.row_lengths(),
+                                        tf.shape(token_ids)[1], tf.int32)
+        features = {"token_ids": token_ids, "padding_mask": padding_mask,
+                    "segment_ids": tf.zeros_like(token_ids)}
         targets = _targets(label, private, adv_attributes)
         if class_weights is None:
             return features, targets
         return features, targets, _sample_weights(label, class_weights,
                                                   adv_attributes)
 
-    return tokenizer.encode_dataset(ds, batch_size).map(prepare).prefetch(
+    return ds.ragged_batch(batch_size).map(prepare).prefetch(
         tf.data.AUTOTUNE)
