@@ -598,6 +598,68 @@ def test_weighted_batches_carry_each_examples_class_weight(tiny_preset,
     np.testing.assert_array_equal(weight["adv_gender"].numpy(), np.ones(8))
 
 
+def _streamed_batches(tokenizer, dataset, split, *, batch_size,
+                      shuffle=False, seed=0, max_examples=None,
+                      adv_attributes=None, class_weights=None):
+    """What pipeline.batches gave when it tokenized inside the tf.data
+    pipeline, batch by batch: the reference its batches must equal."""
+    from tfdptext.training import pipeline
+
+    ds = dataset.tf_dataset(split)
+    if max_examples:
+        ds = ds.take(max_examples)
+    if shuffle:
+        ds = ds.shuffle(10000, seed=seed, reshuffle_each_iteration=True)
+
+    def prepare(features, label, private):
+        features = pipeline.trim_padding(features)
+        targets = pipeline._targets(label, private, adv_attributes)
+        if class_weights is None:
+            return features, targets
+        return features, targets, pipeline._sample_weights(
+            label, class_weights, adv_attributes)
+
+    return tokenizer.encode_dataset(ds, batch_size).map(prepare)
+
+
+@pytest.mark.parametrize("split, options", [
+    ("train", dict(shuffle=True, seed=3, max_examples=100,
+                   class_weights=np.array([0.5, 2.0], np.float32))),
+    ("train", dict(shuffle=True, adv_attributes=["gender", "age"],
+                   class_weights=np.array([1.5, 0.25], np.float32))),
+    ("test", dict()),
+])
+def test_batches_equal_those_tokenized_in_the_pipeline(corpus, split,
+                                                       options, monkeypatch):
+    """pipeline.batches tokenizes each split once: its batches, epoch after
+    epoch (reshuffled), are those of tokenizing inside the pipeline."""
+    import tensorflow as tf
+
+    from tfdptext import models
+    from tfdptext.training import pipeline
+
+    monkeypatch.setattr(pipeline, "_TOKENIZE_CHUNK", 7)  # several calls
+    tokenizer = models.load_tokenizer(max_length=16)
+    # Texts beyond 16 tokens and [UNK]s: truncation and padding alike.
+    ours = pipeline.batches(tokenizer, corpus, split, batch_size=24,
+                            **options)
+    reference = _streamed_batches(tokenizer, corpus, split, batch_size=24,
+                                  **options)
+    assert ours.element_spec == reference.element_spec
+    for _ in range(2):  # two epochs: the same reshuffling
+        got, want = list(ours), list(reference)
+        assert len(got) == len(want) > 1
+        for a, b in zip(got, want):
+            tf.nest.assert_same_structure(a, b)
+            for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+                np.testing.assert_array_equal(x.numpy(), y.numpy())
+    tokens = pipeline.tokenized_split(tokenizer, corpus, split,
+                                      options.get("max_examples"))
+    assert tokens["token_ids"].dtype == np.int32
+    assert len(tokens["token_ids"]) == min(
+        len(corpus.splits[split]), options.get("max_examples") or 10**9)
+
+
 def test_policy_restored_when_train_returns_or_raises(tiny_preset, corpus,
                                                       tmp_path, monkeypatch):
     from tfdptext.training import devices
