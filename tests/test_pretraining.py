@@ -291,12 +291,14 @@ def test_clean_mode_targets_the_original_ids_of_the_masked_text(
     assert "releases nothing" in str(guarantee)
 
 
-def _answer_at_input_accuracy(masker, *, shuffle_rows, seed=0):
-    """Held-out masked-token accuracy of a toy clean MLM trained for 200
+def _answer_at_input_accuracies(masker, seed=0):
+    """Held-out masked-token accuracies of a toy clean MLM trained for 200
     steps on random token sequences (nothing to predict from context) with
-    the original token at the input of every masked position (no [MASK]).
-    `shuffle_rows`: each row's input is the previous row's sequence, so it
-    holds no answer (what misaligned labels would look like)."""
+    the original token at the input of every masked position (no [MASK]):
+    (aligned, shuffled). Shuffled: each row's input is the previous row's
+    sequence, so it holds no answer (what misaligned labels would look
+    like); the same model starts again from the same weights and optimizer
+    state for it (one traced training step serves both)."""
     from tfdptext import seeding
 
     rng = np.random.default_rng(seed)
@@ -309,13 +311,13 @@ def _answer_at_input_accuracy(masker, *, shuffle_rows, seed=0):
                     "padding_mask": tf.ones_like(ids, dtype=tf.bool),
                     "segment_ids": tf.zeros_like(ids)}
         features.update(masker(features["token_ids"]))
-        answer = features["token_ids"]
-        if shuffle_rows:
-            answer = tf.roll(answer, shift=1, axis=0)
-        return {**features, "masked_ids": answer}
+        return features
 
-    def dataset(n):
-        batches = [batch() for _ in range(n)]
+    def dataset(batches, shuffle_rows):
+        answers = [b["token_ids"] for b in batches]
+        if shuffle_rows:
+            answers = [tf.roll(a, shift=1, axis=0) for a in answers]
+        batches = [{**b, "masked_ids": a} for b, a in zip(batches, answers)]
         return tf.data.Dataset.from_tensor_slices(
             {k: tf.stack([b[k] for b in batches]) for k in batches[0]})
 
@@ -328,16 +330,30 @@ def _answer_at_input_accuracy(masker, *, shuffle_rows, seed=0):
             dropout=0.0)
         mlm = model_lib.build_mlm(config, backbone, TextTokenizer(
             TOY_VOCAB, max_length=16))
-        train, heldout = dataset(200), dataset(20)
-        mlm(next(iter(train)))
+        train = [batch() for _ in range(200)]
+        heldout = [batch() for _ in range(20)]
+        mlm(next(iter(dataset(train, False))))
     # Unit-scale, well-separated token vectors (keras-hub's 0.02-scale
     # initial table makes the tied output layer slow to learn anything).
     backbone.token_embedding.embeddings.assign(
         rng.normal(size=(len(TOY_VOCAB), 8)))
-    mlm.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False)
-    mlm.fit(train, epochs=1, verbose=0, shuffle=False)
-    return mlm.evaluate(heldout, verbose=0,
-                        return_dict=True)["original_accuracy"]
+    optimizer = keras.optimizers.AdamW(1e-2)
+    mlm.compile(optimizer=optimizer, jit_compile=False)
+    optimizer.build(mlm.trainable_variables)
+    start = ([v.numpy() for v in mlm.weights],
+             [v.numpy() for v in optimizer.variables])
+    accuracies = []
+    for shuffle_rows in (False, True):
+        for variable, value in zip(mlm.weights, start[0]):
+            variable.assign(value)
+        for variable, value in zip(optimizer.variables, start[1]):
+            variable.assign(value)
+        mlm.fit(dataset(train, shuffle_rows), epochs=1, verbose=0,
+                shuffle=False)
+        accuracies.append(mlm.evaluate(
+            dataset(heldout, shuffle_rows), verbose=0,
+            return_dict=True)["original_accuracy"])
+    return accuracies
 
 
 def test_labels_are_aligned_with_the_masked_positions(toy_masker):
@@ -346,8 +362,9 @@ def test_labels_are_aligned_with_the_masked_positions(toy_masker):
     random sequences nothing else predicts a token, so labels taken from
     other positions or rows would stay near chance (1/15): the contrast,
     where each input is another row's, shows it."""
-    assert _answer_at_input_accuracy(toy_masker, shuffle_rows=False) > 0.95
-    assert _answer_at_input_accuracy(toy_masker, shuffle_rows=True) < 0.3
+    aligned, shuffled = _answer_at_input_accuracies(toy_masker)
+    assert aligned > 0.95
+    assert shuffled < 0.3
 
 
 def test_frozen_embedding_bit_identical_after_training_steps(toy_tokenizer,
@@ -359,7 +376,9 @@ def test_frozen_embedding_bit_identical_after_training_steps(toy_tokenizer,
     table = backbone.token_embedding.embeddings
     assert not backbone.token_embedding.trainable
     assert all(v is not table for v in mlm.trainable_variables)
-    mlm.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False)
+    # Eager steps: three of them cost less than tracing fit's graph.
+    mlm.compile(optimizer=keras.optimizers.AdamW(1e-2), jit_compile=False,
+                run_eagerly=True)
     mlm.fit(tf.data.Dataset.from_tensors(batch).repeat(3), epochs=1,
             verbose=0, shuffle=False)
     after = {v.path: v.numpy() for v in mlm.weights}
@@ -394,7 +413,8 @@ def test_head_rate_multiplier_scales_only_the_head_updates(toy_tokenizer,
         mlm(batch)
         if copies:
             mlm.set_weights(copies[0].get_weights())
-        mlm.compile(optimizer=optimizer, jit_compile=False)
+        # Eager: one step costs less than tracing fit's graph.
+        mlm.compile(optimizer=optimizer, jit_compile=False, run_eagerly=True)
         copies.append(mlm)
     before = [v.numpy().copy() for v in copies[0].trainable_variables]
     for mlm in copies:

@@ -31,48 +31,137 @@ def _config(preset, **kwargs):
     return training.TrainConfig(**defaults)
 
 
-@pytest.mark.parametrize("mode,params", [
-    ("none", {}),
-    ("robust", {"epsilon": 5.0, "dropout_rate": 0.1}),
+class _Interrupt(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 1:
+            raise KeyboardInterrupt("simulated kill")
+
+
+class _StartingStep(keras.callbacks.Callback):
+    """The optimizer's iteration count when training (re)starts."""
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if not hasattr(self, "step"):
+            self.step = int(self.model.optimizer.iterations.numpy())
+
+
+class _EpochLosses(keras.callbacks.Callback):
+    """The training loss of every epoch run while it is attached, by epoch
+    (across an interrupted session and its resumption)."""
+
+    def __init__(self):
+        super().__init__()
+        self.losses = {}
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.losses[epoch] = logs["loss"]
+
+
+def _imbalanced(corpus, keep_positive=40):
+    """The synthetic corpus with most positive training texts removed."""
+    train = corpus.splits["train"]
+    positive = np.flatnonzero(train.labels == 1)[:keep_positive]
+    keep = np.sort(np.concatenate([np.flatnonzero(train.labels == 0),
+                                   positive]))
+    return data.TextDataset(
+        "imbalanced", dict(corpus.splits, train=train.subset(keep)),
+        corpus.num_classes, corpus.private_attributes,
+        label_names=corpus.label_names)
+
+
+@pytest.fixture(scope="module")
+def none_run(tiny_preset, corpus, tmp_path_factory):
+    """One mode-none run serves the mode's training, resuming, the
+    balanced class weights and the run directory's refusals (a training
+    run costs ~15 CPU-s, mostly tracing): 3 epochs with
+    class_weight=balanced on a corpus with most positive training texts
+    removed, killed before its second epoch and resumed."""
+    dataset = _imbalanced(corpus)
+    out = str(tmp_path_factory.mktemp("none") / "run")
+    losses = _EpochLosses()
+    with pytest.raises(KeyboardInterrupt):
+        training.train(
+            _config(tiny_preset, mode="none", class_weight="balanced"), out,
+            dataset=dataset, verbose=0,
+            extra_callbacks=[_Interrupt(), losses])
+    interrupted = {"backup": os.path.isdir(os.path.join(out, "backup")),
+                   "best": trainer.run_dir(out).read_best()}
+    start = _StartingStep()
+    metrics = training.train(
+        _config(tiny_preset, mode="none", class_weight="balanced"), out,
+        dataset=dataset, verbose=0, extra_callbacks=[start, losses])
+    return dict(out=out, dataset=dataset, metrics=metrics,
+                interrupted=interrupted, start_step=start.step,
+                losses=[losses.losses[e] for e in sorted(losses.losses)])
+
+
+# The other modes' runs, each trained once for the tests that read it.
+MODE_PARAMS = {
+    "robust": {"epsilon": 5.0, "dropout_rate": 0.1},
     # Only the classifier trains on a frozen random encoder: a faster rate
     # and more epochs make the decrease reliable.
-    ("seq_rep", {"eta": 200.0, "learning_rate": 3e-2, "epochs": 5}),
-    ("token_rep", {"eta": 500.0}),
-    ("text_to_text", {"eta": 1000.0}),
-])
-def test_each_mode_trains_and_loss_decreases(tiny_preset, corpus, tmp_path,
-                                             mode, params):
-    config = _config(tiny_preset, mode=mode, **params)
-    metrics = training.train(config, str(tmp_path / mode), dataset=corpus,
-                             verbose=0)
-    loss = metrics["history"]["loss"]
+    "seq_rep": {"eta": 200.0, "learning_rate": 3e-2, "epochs": 5},
+    "token_rep": {"eta": 500.0},
+    "text_to_text": {"eta": 1000.0},
+}
+
+
+@pytest.fixture(scope="module")
+def mode_runs(tiny_preset, corpus, tmp_path_factory):
+    """mode -> (run directory, metrics, seeds before and after), trained
+    on first use."""
+    from keras.src.utils import rng_utils
+    from tensorflow.python.eager import context
+
+    runs = {}
+
+    def get(mode):
+        if mode not in runs:
+            out = str(tmp_path_factory.mktemp(mode) / "run")
+            seeds = {"keras_before": rng_utils.get_random_seed()}
+            metrics = training.train(
+                _config(tiny_preset, mode=mode, **MODE_PARAMS[mode]), out,
+                dataset=corpus, verbose=0)
+            seeds.update(keras_after=rng_utils.get_random_seed(),
+                         tf_global_after=context.global_seed())
+            runs[mode] = (out, metrics, seeds)
+        return runs[mode]
+
+    return get
+
+
+@pytest.mark.parametrize("mode", ["none", *MODE_PARAMS])
+def test_each_mode_trains_and_loss_decreases(none_run, mode_runs, mode):
+    if mode == "none":  # the loss of each epoch, over both sessions
+        out, loss = none_run["out"], none_run["losses"]
+        assert len(loss) == 3
+    else:
+        out, metrics, _ = mode_runs(mode)
+        loss = metrics["history"]["loss"]
     assert loss[-1] < loss[0], loss
     for name in ("user_side.keras", "server_side.keras", "split.json",
                  "metrics.json", "config.json"):
-        assert os.path.exists(tmp_path / mode / name), name
+        assert os.path.exists(os.path.join(out, name)), name
     # Only resuming needed the checkpoints: a finished run drops them.
-    assert not os.path.exists(tmp_path / mode / "best.weights.h5")
-    saved = json.loads((tmp_path / mode / "metrics.json").read_text())
+    assert not os.path.exists(os.path.join(out, "best.weights.h5"))
+    saved = json.loads(open(os.path.join(out, "metrics.json")).read())
     for key in ("mode", "mechanism", "guarantee", "dataset", "sizes",
                 "dev_accuracy", "test_accuracy", "epochs",
                 "train_examples_per_second", "wall_time_seconds",
                 "versions"):
         assert key in saved, key
     assert saved["versions"]["tfdptext"]
+    assert saved["mode"] == mode
     assert (saved["guarantee"]["unit"] == "none") == (mode == "none")
 
 
-def test_user_side_noise_on_at_inference_after_loading(tiny_preset, corpus,
-                                                       tmp_path):
-    from keras.src.utils import rng_utils
-    from tensorflow.python.eager import context
-
-    keras_seed = rng_utils.get_random_seed()
-    config = _config(tiny_preset, mode="robust", epsilon=1.0, epochs=1)
-    training.train(config, str(tmp_path / "r"), dataset=corpus, verbose=0)
-    assert context.global_seed() is None  # --seed never seeds the noise
-    assert rng_utils.get_random_seed() == keras_seed  # nor keras.random
-    user = keras.models.load_model(str(tmp_path / "r" / "user_side.keras"))
+def test_user_side_noise_on_at_inference_after_loading(tiny_preset,
+                                                       mode_runs):
+    out, _, seeds = mode_runs("robust")
+    assert seeds["tf_global_after"] is None  # --seed never seeds the noise
+    # nor keras.random
+    assert seeds["keras_after"] == seeds["keras_before"]
+    user = keras.models.load_model(os.path.join(out, "user_side.keras"))
     _, privatizer = layers_base.privatization_layers(user)
     assert isinstance(privatizer, layers_base.PrivatizationLayer)
     from tfdptext import models
@@ -93,10 +182,12 @@ def test_frozen_user_side_does_not_change(tiny_preset, corpus):
     split = training.build_split(config, backbone, tokenizer, 2)
     before = [w.numpy().copy() for w in split.user.weights]
     assert before and not split.user.trainable_weights
+    # Eager steps: two of them cost less than tracing fit's graph.
     split.model.compile(keras.optimizers.Adam(1e-2),
-                        keras.losses.SparseCategoricalCrossentropy(True))
+                        keras.losses.SparseCategoricalCrossentropy(True),
+                        run_eagerly=True)
     batches = tokenizer.encode_dataset(corpus.tf_dataset("train"), 32).map(
-        lambda f, y, p: (f, y))
+        lambda f, y, p: (f, y)).take(2)
     server_before = [w.numpy().copy() for w in split.server.trainable_weights]
     split.model.fit(batches, epochs=1, verbose=0, shuffle=False)
     for old, new in zip(before, split.user.weights):
@@ -105,38 +196,16 @@ def test_frozen_user_side_does_not_change(tiny_preset, corpus):
                zip(server_before, split.server.trainable_weights))
 
 
-class _Interrupt(keras.callbacks.Callback):
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == 1:
-            raise KeyboardInterrupt("simulated kill")
-
-
-class _StartingStep(keras.callbacks.Callback):
-    """The optimizer's iteration count when training (re)starts."""
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if not hasattr(self, "step"):
-            self.step = int(self.model.optimizer.iterations.numpy())
-
-
-def test_resume_after_interrupt(tiny_preset, corpus, tmp_path):
-    config = _config(tiny_preset, mode="none", epochs=3)
-    out = str(tmp_path / "resume")
-    with pytest.raises(KeyboardInterrupt):
-        training.train(config, out, dataset=corpus, verbose=0,
-                       extra_callbacks=[_Interrupt()])
-    assert os.path.isdir(os.path.join(out, "backup"))
-    first_best = trainer.run_dir(out).read_best()
+def test_resume_after_interrupt(none_run):
+    out, metrics = none_run["out"], none_run["metrics"]
+    assert none_run["interrupted"]["backup"]
+    first_best = none_run["interrupted"]["best"]
     assert first_best is not None
-    start = _StartingStep()
-    metrics = training.train(_config(tiny_preset, mode="none", epochs=3),
-                             out, dataset=corpus, verbose=0,
-                             extra_callbacks=[start])
     assert metrics["epochs_run_this_session"] == 2  # epoch 1 was kept
     # The optimizer's step count came back with the backup: the schedule
     # continues after the first epoch's steps instead of warming up again.
-    steps = int(np.ceil(len(corpus.splits["train"]) / 32))
-    assert start.step == steps
+    steps = int(np.ceil(len(none_run["dataset"].splits["train"]) / 32))
+    assert none_run["start_step"] == steps
     assert metrics["learning_rate_schedule"]["total_steps"] == 3 * steps
     # The best dev loss over both sessions; the finished run keeps it in
     # metrics.json and drops the checkpoints that only served resuming.
@@ -146,13 +215,14 @@ def test_resume_after_interrupt(tiny_preset, corpus, tmp_path):
     assert not os.path.exists(os.path.join(out, "backup"))
 
 
-def test_different_run_in_same_dir_refused(tiny_preset, corpus, tmp_path):
-    out = str(tmp_path / "run")
-    training.train(_config(tiny_preset, mode="none", epochs=1), out,
-                   dataset=corpus, verbose=0)
+def test_different_run_in_same_dir_refused(tiny_preset, corpus, none_run,
+                                           tmp_path):
+    out = none_run["out"]
+    before = sorted(os.listdir(out))
     with pytest.raises(training.RunDirectoryError, match="mode"):
         training.train(_config(tiny_preset, mode="robust", epsilon=1.0),
                        out, dataset=corpus, verbose=0)
+    assert sorted(os.listdir(out)) == before  # refused before any work
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x.txt").write_text("x")
     with pytest.raises(training.RunDirectoryError, match="not empty"):
@@ -465,39 +535,21 @@ def test_legacy_config_json_reads_as_a_constant_rate_run():
     assert changed == {"lr_schedule", "warmup_fraction"}
 
 
-def _imbalanced(corpus, keep_positive=40):
-    """The synthetic corpus with most positive training texts removed."""
-    train = corpus.splits["train"]
-    positive = np.flatnonzero(train.labels == 1)[:keep_positive]
-    keep = np.sort(np.concatenate([np.flatnonzero(train.labels == 0),
-                                   positive]))
-    return data.TextDataset(
-        "imbalanced", dict(corpus.splits, train=train.subset(keep)),
-        corpus.num_classes, corpus.private_attributes,
-        label_names=corpus.label_names)
-
-
-def test_balanced_run_records_weights_macro_f1_and_run_format(
-        tiny_preset, corpus, tmp_path):
-    dataset = _imbalanced(corpus)
-    labels = dataset.splits["train"].labels
-    out = tmp_path / "balanced"
-    metrics = training.train(
-        _config(tiny_preset, mode="none", epochs=1,
-                class_weight="balanced"),
-        str(out), dataset=dataset, verbose=0)
-    saved = json.loads((out / "config.json").read_text())
+def test_balanced_run_records_weights_macro_f1_and_run_format(none_run):
+    labels = none_run["dataset"].splits["train"].labels
+    out, metrics = none_run["out"], none_run["metrics"]
+    saved = json.loads(open(os.path.join(out, "config.json")).read())
     assert saved["class_weight"] == "balanced"
     n, counts = len(labels), np.bincount(labels)
     assert metrics["class_weights"] == pytest.approx(
         [n / (2 * counts[0]), n / (2 * counts[1])])
-    on_disk = json.loads((out / "metrics.json").read_text())
+    on_disk = json.loads(open(os.path.join(out, "metrics.json")).read())
     assert on_disk["run_format"] == rundir.RUN_FORMAT
     assert on_disk["class_weight"] == "balanced"
     for split in ("dev", "test"):
         assert 0.0 <= on_disk[f"{split}_macro_f1"] <= 1.0
     assert on_disk["learning_rate_schedule"]["decay"] == "linear"
-    assert on_disk["learning_rate_schedule"]["total_steps"] == int(
+    assert on_disk["learning_rate_schedule"]["total_steps"] == 3 * int(
         np.ceil(n / 32))
 
 
