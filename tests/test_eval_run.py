@@ -50,8 +50,11 @@ def runs(tmp_path_factory, tiny_preset):
     return out
 
 
-def _evaluate(runs, name, **kwargs):
-    out = str(runs["base"] / f"eval_{name}")
+def _evaluate(runs, name, output="", **kwargs):
+    """Evaluates run `name` on the corpus into eval_<name><output>; no
+    plots unless asked (the clean evaluation checks them)."""
+    out = str(runs["base"] / f"eval_{name}{output}")
+    kwargs.setdefault("plots", False)
     kwargs.setdefault("deniability_tokens", 10)
     kwargs.setdefault("deniability_samples", 50)
     return out, evaluate.evaluate(runs[name], out, dataset=runs["corpus"],
@@ -62,7 +65,7 @@ def _evaluate(runs, name, **kwargs):
 def clean_eval(runs):
     """The clean run evaluated with the defaults (every attribute, DPNR's
     MLP attacker): (output directory, result)."""
-    return _evaluate(runs, "none")
+    return _evaluate(runs, "none", plots=True)
 
 
 def test_attackers_see_clean_leak_and_not_heavy_noise(runs, clean_eval):
@@ -98,7 +101,8 @@ def test_utility_and_fairness_match_direct_computation(runs, clean_eval):
     # Gap change against the clean evaluation of the same noise-free run
     # (the same predictions). The attacker is not checked here: logistic
     # regression (DPNR's MLP costs about 15 CPU-s: 50 epochs).
-    out, result = _evaluate(runs, "none", private_attributes=["gender"],
+    out, result = _evaluate(runs, "none", output="_gender",
+                            private_attributes=["gender"],
                             baseline_eval=clean_eval[0],
                             attackers=["logistic_regression"])
     saved = np.load(os.path.join(out, "predictions.npz"))
