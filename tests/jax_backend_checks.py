@@ -189,16 +189,17 @@ def main(out_dir):
               "laplace_randomness": noise["laplace_randomness"],
               "nearest": nearest_ties(), "trained": {}, "losses": {},
               "cpu_s": {"start": time.process_time()}}
-    # Eager (no XLA compile: seconds, not a minute each on a shared
-    # 2-core CPU). The compiled steps ran on MiniLM in the package's dry
-    # run (docs/guides/pretraining.md) and benchmarks/jax_tf_steps.py;
-    # the dry run after these checks trains token_rep and text_to_text.
+    # Compiled steps (Keras' jit_compile "auto"): eager JAX compiles every
+    # op of every shape on its own, about 0.1 CPU-s each (cProfile: 407
+    # compilations, 43 of the 68 CPU-s of robust's first eager fine-tune;
+    # compiled, 7.7 CPU-s with the test's XLA_FLAGS). The dry run after
+    # these checks trains token_rep and text_to_text, eagerly (--eager).
     for mode in SPLITS + ("seq_rep",):
         split = build_split(mode)
         if mode != "text_to_text":  # trained in the dry run
             checks["trained"][mode] = portable.fine_tune(
                 split, train, dev, steps=2, batch_size=8,
-                learning_rate=1e-3, jit_compile=False,
+                learning_rate=1e-3,
                 label_epsilon=2.0 if mode == "seq_rep" else None)
         if mode in SPLITS:
             split.model.save(os.path.join(out_dir, f"{mode}.keras"))
@@ -211,7 +212,7 @@ def main(out_dir):
         checks["trained"][f"mlm_{mode}_{objective}"] = \
             pretrain_portable.pretrain(
                 mlm, train, vocabulary(), mlm_config(mode, objective),
-                heldout=dev, jit_compile=False)
+                heldout=dev)
         mlm.save_weights(os.path.join(out_dir, mlm_file(mode, objective)))
         checks["losses"][f"mlm_{mode}_{objective}"] = mlm_loss(mlm, batch)
         checks["cpu_s"][f"mlm_{mode}_{objective}"] = time.process_time()

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -360,8 +361,52 @@ def _forget_global_seeds():
     global_state.set_global_attribute("global_seed_generator", None)
 
 
+class _Forked:
+    """A command run through zygote in a thread (forked from its server,
+    which imported TensorFlow once), with Popen's `communicate`,
+    `returncode` and `kill` for `_finish`. zygote forks one command at a
+    time: at most one worker of a cluster runs this way, the others as
+    subprocesses beside it."""
+
+    def __init__(self, argv, cwd, env):
+        self.done = {}
+        self.returncode = None
+
+        def run():
+            try:
+                self.done["result"] = zygote.run(
+                    argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, text=True, timeout=900)
+            except BaseException as err:  # re-raised by communicate
+                self.done["error"] = err
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def communicate(self, timeout=None):
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise subprocess.TimeoutExpired("zygote", timeout)
+        if "error" in self.done:
+            raise self.done["error"]
+        self.returncode = self.done["result"].returncode
+        return self.done["result"].stdout, None
+
+    def kill(self):
+        """zygote's own timeout kills a forked command."""
+
+
+def _worker(argv, cwd, env, forked):
+    """The worker process: forked by zygote, or a subprocess."""
+    if forked:
+        return _Forked(argv, cwd, env)
+    return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+
+
 def _start_workers(commands, hosts, output_dir, preset, cwd):
-    """Popen of each command with its TF_CONFIG pointing at `hosts`."""
+    """Each command with its TF_CONFIG pointing at `hosts`: the first
+    forked by zygote, the others as subprocesses."""
     env = _cpu_env()
     processes = []
     for tf_config, argv in commands:
@@ -372,13 +417,12 @@ def _start_workers(commands, hosts, output_dir, preset, cwd):
         # none); the output directory is the test's.
         flags = [a for a in argv[1:] if not a.startswith(
             ("--output_dir", "--epsilon", "--eta"))]
-        processes.append(subprocess.Popen(
+        processes.append(_worker(
             [sys.executable, "-m", "tfdptext.cli.train", *flags,
              *MULTI_WORKER_FAST, f"--preset={preset}",
-             f"--output_dir={output_dir}"],
-            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, env={**env, "TF_CONFIG": json.dumps(tf_config),
-                            "PYTHONPATH": ROOT}))
+             f"--output_dir={output_dir}"], cwd,
+            {**env, "TF_CONFIG": json.dumps(tf_config), "PYTHONPATH": ROOT},
+            forked=not processes))
     return processes
 
 
@@ -405,11 +449,12 @@ def test_two_worker_processes_train_one_run_as_one_worker(still_preset,
     assert all("--distribute=multi_worker" in argv for _, argv in commands)
     assert commands[0][1] == commands[1][1]  # the same command
     ports = _free_ports(3)
-    two = _start_workers(commands, [f"localhost:{p}" for p in ports[:2]],
-                         "two", still_preset, tmp_path)
-    one = _start_workers(commands[:1], [f"localhost:{ports[2]}"], "one",
-                         still_preset, tmp_path)
-    _finish(two + one)
+    # The two-worker cluster, then the one-worker one (zygote forks one
+    # worker at a time).
+    _finish(_start_workers(commands, [f"localhost:{p}" for p in ports[:2]],
+                           "two", still_preset, tmp_path))
+    _finish(_start_workers(commands[:1], [f"localhost:{ports[2]}"], "one",
+                           still_preset, tmp_path))
     # One run directory: the chief's; the other worker's scratch is gone.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "two"]
     two_metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
@@ -432,7 +477,7 @@ def test_two_workers_train_on_the_chiefs_one_release(still_preset, tmp_path):
     every text and label a second time)."""
     hosts = [f"localhost:{p}" for p in _free_ports(2)]
     env = _cpu_env(PYTHONPATH=ROOT)
-    processes = [subprocess.Popen(
+    processes = [_worker(
         [sys.executable, "-m", "tfdptext.cli.train",
          "--distribute=multi_worker", "--mode=text_to_text", "--eta=80",
          "--label_epsilon=2", "--training_release=once",
@@ -440,10 +485,10 @@ def test_two_workers_train_on_the_chiefs_one_release(still_preset, tmp_path):
          "--batch_size=16", "--max_train_examples=160",
          "--max_dev_examples=32", f"--preset={still_preset}",
          f"--output_dir={tmp_path / 'run'}"],
-        cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, env={**env, "TF_CONFIG": json.dumps({
+        str(tmp_path), {**env, "TF_CONFIG": json.dumps({
             "cluster": {"worker": hosts},
-            "task": {"type": "worker", "index": i}})}) for i in range(2)]
+            "task": {"type": "worker", "index": i}})}, forked=i == 0)
+        for i in range(2)]
     chief, other = _finish(processes)
     drawing = "Releasing the"  # user_release's message when it draws
     assert drawing in chief and drawing not in other, other[-2000:]

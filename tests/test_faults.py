@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -68,27 +69,93 @@ def _run(program, args, env, timeout=300):
 
 
 def _run_and_kill(program, args, env, log, ready, timeout=240):
-    """Starts the program, SIGKILLs it as soon as `ready()` is true."""
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, program, *args], env=env,
-                                stdout=out, stderr=subprocess.STDOUT)
+    """Runs the program (through zygote: forked from its server, which
+    imported TensorFlow once), SIGKILLs it as soon as `ready()` is true;
+    returns its pid. Its output goes to `log`."""
+    argv = [sys.executable, program, *args]
+    done = {}
+
+    def run():
+        try:
+            done["result"] = zygote.run(argv, env=env, capture_output=True,
+                                        text=True, timeout=timeout + 60)
+        except BaseException as err:  # re-raised in the test's thread
+            done["error"] = err
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    pid = None
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
+            if not thread.is_alive():
+                _write_log(log, done)
                 raise AssertionError(
-                    f"{os.path.basename(program)} exited ({proc.returncode}) "
-                    f"before the kill point:\n{open(log).read()[-3000:]}")
-            if ready():
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                return proc.pid
+                    f"{os.path.basename(program)} exited before the kill "
+                    f"point:\n{open(log).read()[-3000:]}")
+            pid = _process_of(program)
+            if pid is not None and ready():
+                os.kill(pid, signal.SIGKILL)
+                thread.join()
+                _write_log(log, done)
+                assert done["result"].returncode == -signal.SIGKILL
+                return pid
             time.sleep(0.02)
         raise AssertionError(f"kill point not reached in {timeout} s")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if thread.is_alive():
+            pid = _process_of(program)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+            thread.join()
+
+
+def _write_log(log, done):
+    with open(log, "w") as out:
+        if "error" in done:
+            out.write(repr(done["error"]))
+        else:
+            out.write(done["result"].stdout + done["result"].stderr)
+
+
+def _children(pid):
+    """The pids of `pid`'s children (those of each of its threads)."""
+    found = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(p) for p in f.read().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _command_line(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _process_of(program):
+    """The pid of the process running `program` for this test: the child
+    of zygote's server that is a forked copy of it (the same command line;
+    one at a time), or, where zygote ran it as a subprocess, a child of
+    this process; None before it starts."""
+    for child in _children(os.getpid()):
+        line = _command_line(child)
+        if program in line:
+            return child
+        if "zygote.serve()" in line:
+            forked = [p for p in _children(child) if _command_line(p) == line]
+            if forked:
+                return forked[0]
+    return None
 
 
 def _epochs_backed_up(run_dir):

@@ -10,7 +10,6 @@ not installed.
 import hashlib
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -34,8 +33,10 @@ import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = os.path.join(ROOT, "export", "tfdptext-privatize-corpus")
-ENV = {**os.environ, "KERAS_BACKEND": "tensorflow",
-       "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+# The program's environment: TensorFlow's log level left as the suite's,
+# so that zygote forks the runs from its server (no import of TensorFlow
+# per run).
+ENV = {**os.environ, "KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": ""}
 # Far beyond any table distance: the nearest token is the token itself.
 HUGE_ETA = 1e7
 WORDS = ("river", "garden", "music", "doctor", "window", "yellow", "city",
@@ -47,14 +48,48 @@ def tokenizer():
     return models.load_tokenizer()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_faiss_thread():
+    """FAISS's searches on one OpenMP thread in this process: on the
+    suite's two shared cores a second thread mostly spins waiting for the
+    first (measured on a loaded machine: 5.8 of the 12.3 CPU-s of the
+    noise test's job went to FAISS's flat search with 2 threads, 0.1 with
+    one). The rows found are the same (exact_nearest certifies them)."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)
+
+
+# How far the rows of "##" pieces are moved (in every coordinate).
+PIECE_SHIFT = 20.0
+# The farthest the noise of the tests that read their outputs reaches
+# (eta >= 9): d_chi's norm is Gamma(8, 1 / eta), at eta 9 of mean 0.9 and
+# sd 0.3; P(norm > 15) < 1e-40.
+NOISE_REACH = 15.0
+
+
 @pytest.fixture(scope="module")
 def table_path(tmp_path_factory, tokenizer):
     """A synthetic (30522, 8) table; the rows of "##" pieces lie far away,
-    so that no output is a piece and each output word is one token."""
+    so that no output is a piece and each output word is one token.
+
+    Far, but not much farther: exact_nearest's float32 rounding margin
+    grows with the table's largest squared norm, and a shift of 1,000
+    (norms of 2,800) made it exceed every gap between distances, which
+    sent every query to a whole-table float64 search (10 of the noise
+    test's 26 CPU-s)."""
     rng = np.random.default_rng(7)
     table = rng.standard_normal((tokenizer.vocabulary_size, 8))
     pieces = np.array([t.startswith("##") for t in tokenizer.vocabulary])
-    table[pieces] += 1000.0
+    table[pieces] += PIECE_SHIFT
+    # Every piece row is farther than NOISE_REACH from every word row:
+    # |p - w| >= shift sqrt(8) - |p - shift| - |w|.
+    norms = np.linalg.norm(table - PIECE_SHIFT * pieces[:, None], axis=1)
+    assert PIECE_SHIFT * np.sqrt(8) - norms[pieces].max() - \
+        norms[~pieces].max() > NOISE_REACH
     path = tmp_path_factory.mktemp("table") / "table.npy"
     np.save(path, table.astype(np.float32))
     return str(path)
@@ -354,7 +389,7 @@ def test_brr_words_and_unknown_words(tmp_path):
 def test_program_flag_errors_exit_2(tmp_path, flags, named):
     (tmp_path / "in.txt").write_text("hello\n")
     out = tmp_path / "out"
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, PROGRAM, *flags.split(),
          f"--input={tmp_path / 'in.txt'}", f"--output_dir={out}"],
         capture_output=True, text=True, env=ENV, timeout=120)
@@ -372,7 +407,7 @@ def test_program_names_bad_input_files(tmp_path):
     for spec, named in ((bad, "bad.txt: line 2 is not UTF-8"),
                         (tmp_path / "gone.txt", "`input`: no such file"),
                         (f"{tmp_path}/*.csv", "matches no file")):
-        result = subprocess.run(
+        result = zygote.run(
             [sys.executable, PROGRAM, "--eta=1", f"--input={spec}",
              f"--output_dir={tmp_path / 'out'}"],
             capture_output=True, text=True, env=ENV, timeout=120)
