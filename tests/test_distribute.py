@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 
 import pytest
 
@@ -362,35 +361,21 @@ def _forget_global_seeds():
 
 
 class _Forked:
-    """A command run through zygote in a thread (forked from its server,
-    which imported TensorFlow once), with Popen's `communicate`,
-    `returncode` and `kill` for `_finish`. zygote forks one command at a
-    time: at most one worker of a cluster runs this way, the others as
-    subprocesses beside it."""
+    """A worker forked by zygote in the background, with Popen's
+    `communicate`, `returncode` and `kill` for `_finish`. zygote forks one
+    command at a time: at most one worker of a cluster runs this way, the
+    others as subprocesses beside it."""
 
     def __init__(self, argv, cwd, env):
-        self.done = {}
         self.returncode = None
-
-        def run():
-            try:
-                self.done["result"] = zygote.run(
-                    argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, text=True, timeout=900)
-            except BaseException as err:  # re-raised by communicate
-                self.done["error"] = err
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
+        self.job = zygote.Background(
+            argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=900)
 
     def communicate(self, timeout=None):
-        self.thread.join(timeout)
-        if self.thread.is_alive():
-            raise subprocess.TimeoutExpired("zygote", timeout)
-        if "error" in self.done:
-            raise self.done["error"]
-        self.returncode = self.done["result"].returncode
-        return self.done["result"].stdout, None
+        result = self.job.result(timeout)
+        self.returncode = result.returncode
+        return result.stdout, None
 
     def kill(self):
         """zygote's own timeout kills a forked command."""

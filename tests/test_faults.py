@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -72,50 +71,46 @@ def _run_and_kill(program, args, env, log, ready, timeout=240):
     """Runs the program (through zygote: forked from its server, which
     imported TensorFlow once), SIGKILLs it as soon as `ready()` is true;
     returns its pid. Its output goes to `log`."""
-    argv = [sys.executable, program, *args]
-    done = {}
-
-    def run():
-        try:
-            done["result"] = zygote.run(argv, env=env, capture_output=True,
-                                        text=True, timeout=timeout + 60)
-        except BaseException as err:  # re-raised in the test's thread
-            done["error"] = err
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    pid = None
+    job = zygote.Background([sys.executable, program, *args], env=env,
+                            capture_output=True, text=True,
+                            timeout=timeout + 60)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            if not thread.is_alive():
-                _write_log(log, done)
+            if not job.running():
+                _write_log(log, job)
                 raise AssertionError(
                     f"{os.path.basename(program)} exited before the kill "
                     f"point:\n{open(log).read()[-3000:]}")
             pid = _process_of(program)
             if pid is not None and ready():
                 os.kill(pid, signal.SIGKILL)
-                thread.join()
-                _write_log(log, done)
-                assert done["result"].returncode == -signal.SIGKILL
+                result = _write_log(log, job)
+                assert result is not None and \
+                    result.returncode == -signal.SIGKILL, open(log).read()
                 return pid
             time.sleep(0.02)
         raise AssertionError(f"kill point not reached in {timeout} s")
     finally:
-        if thread.is_alive():
+        if job.running():
             pid = _process_of(program)
             if pid is not None:
                 os.kill(pid, signal.SIGKILL)
-            thread.join()
+            _write_log(log, job)
 
 
-def _write_log(log, done):
+def _write_log(log, job):
+    """Writes the finished job's output, or the error of its run, to
+    `log`; returns its CompletedProcess (None after an error)."""
+    try:
+        result = job.result()
+    except Exception as err:  # written to the log for the message
+        with open(log, "w") as out:
+            out.write(repr(err))
+        return None
     with open(log, "w") as out:
-        if "error" in done:
-            out.write(repr(done["error"]))
-        else:
-            out.write(done["result"].stdout + done["result"].stderr)
+        out.write(result.stdout + result.stderr)
+    return result
 
 
 def _children(pid):

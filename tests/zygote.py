@@ -195,6 +195,38 @@ def run(argv, *, cwd=None, env=None, input=None, timeout=None,
     return result
 
 
+class Background:
+    """`run(argv, **kwargs)` in a thread, while the caller goes on (e.g.
+    to kill the child, or to start the other worker of a cluster). The
+    server forks one command at a time: one Background at a time runs
+    forked, others wait for it. `result` joins it."""
+
+    def __init__(self, argv, **kwargs):
+        self._done = {}
+
+        def target():
+            try:
+                self._done["result"] = run(argv, **kwargs)
+            except BaseException as err:  # re-raised by `result`
+                self._done["error"] = err
+
+        self._thread = threading.Thread(target=target, daemon=True)
+        self._thread.start()
+
+    def running(self):
+        return self._thread.is_alive()
+
+    def result(self, timeout=None):
+        """The CompletedProcess, or the exception `run` raised;
+        subprocess.TimeoutExpired if it has not finished in `timeout` s."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise subprocess.TimeoutExpired("zygote.Background", timeout)
+        if "error" in self._done:
+            raise self._done["error"]
+        return self._done["result"]
+
+
 def _echo(stream, data):
     if data:
         stream.write(data if isinstance(data, str) else

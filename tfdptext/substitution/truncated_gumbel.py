@@ -228,10 +228,10 @@ def distance_range(rows, block=256):
 
     "Non-zero" is above 1e-9 times the largest distance (at least 1e-9):
     rows that equal another up to rounding do not count. The search runs
-    in blocks of `block` rows on squared distances expanded as |x|^2 + |y|^2
-    - 2 x.y (one matrix product per block, each pair once). That expansion cancels: a row's
-    distance to itself comes out near 1e-15, not 0, and close pairs lose
-    digits. So it only selects candidates: every pair whose expanded value
+    in blocks of `block` rows on squared distances expanded as |x|^2 +
+    |y|^2 - 2 x.y (one matrix product per block, each pair once). That
+    expansion cancels: a row's distance to itself comes out near 1e-15,
+    not 0, and close pairs lose digits. So it only selects candidates: every pair whose expanded value
     is within `expansion_error_bound` of the running largest (or of the
     smallest surely non-zero) is measured again from its differences, and
     those exact values decide. A row is never compared with itself.

@@ -92,16 +92,13 @@ def token_rows(tokenizer, texts):
     >>> rows.row_lengths().numpy()  # [CLS] good [SEP], ...
     array([3, 5])
     """
-    values, lengths = [], []
+    values, lengths = [np.zeros(0, np.int32)], [np.zeros(0, np.int64)]
     for start in range(0, len(texts), _CHUNK):
         packed = tokenizer(tf.constant(list(texts[start:start + _CHUNK]),
                                        dtype=tf.string))
         mask = packed["padding_mask"].numpy().astype(bool)
         values.append(packed["token_ids"].numpy()[mask])
         lengths.append(mask.sum(axis=1))
-    if not values:
-        return tf.RaggedTensor.from_row_lengths(
-            tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
     return tf.RaggedTensor.from_row_lengths(
         np.concatenate(values).astype(np.int32),
         np.concatenate(lengths).astype(np.int64))
@@ -120,12 +117,11 @@ def batches(tokenizer, dataset, split, *, batch_size, shuffle=False, seed=0,
     model's outputs, and so are the sample weights.
     """
     examples = dataset.splits[split]
-    count = min(len(examples), max_examples) if max_examples else len(
-        examples)
+    used = slice(max_examples or None)
     ds = tf.data.Dataset.from_tensor_slices((
-        token_rows(tokenizer, examples.texts[:count]),
-        examples.labels[:count],
-        {k: v[:count] for k, v in examples.private.items()}))
+        token_rows(tokenizer, examples.texts[used]),
+        examples.labels[used],
+        {k: v[used] for k, v in examples.private.items()}))
     if shuffle:
         ds = ds.shuffle(10000, seed=seed, reshuffle_each_iteration=True)
     pad_id = tokenizer.pad_id
