@@ -9,14 +9,18 @@ hands it gpu_cells.py's arguments):
 
 It writes to OUT_DIR:
 - noise.npz: Laplace and d_chi noise drawn by the layers under JAX (the
-  test checks their laws against the closed forms);
-- robust.keras and text_to_text.keras: tiny split models (robust
-  fine-tuned 2 steps; text_to_text as built: the dry run trains it), a
+  test checks their laws against the closed forms), and word dropout's
+  outputs on `dropout_inputs` at each of DROPOUT_RATES (its law);
+- robust.keras and text_to_text.keras: tiny split models (robust with
+  word dropout, fine-tuned 2 compiled steps; text_to_text as built: the
+  dry run trains it), a
   seq_rep model with label privacy fine-tuned 2 steps, and
   mlm_<mode>_<objective>.weights.h5: tiny MLMs pretrained 1 step
   (token_rep vanilla, text_to_text probabilistic);
 - batch.npz and checks.json: a fixed batch and the losses of these models
   on it with the noise off (the test recomputes them under TensorFlow),
+  robust's word dropout of the dev texts from fixed uniforms
+  (`dropout_uniforms`) and the loss on those texts,
   the nearest tokens of tests/nearest_ties.py's near-ties, the training
   results, the process's CPU seconds after each part (`cpu_s`), and the
   modules imported (no TensorFlow);
@@ -67,6 +71,21 @@ def tiny_split(count, seed):
 
 
 PASSTHROUGH_IDS = (0, 1, 2)
+# [CLS], [SEP] (the others: [PAD] 0, [MASK] MASK_ID).
+CLS_ID, SEP_ID = 1, 2
+# The robust split's word dropout rate.
+DROPOUT_RATE = 0.3
+# Word dropout's law: the rates (0 and 0.99, which drops every real token
+# of up to 50, are the edge cases; 1 is refused), the length of the rows
+# and how many rows of each layout the uniformity tests read.
+DROPOUT_RATES = (0.0, 0.3, 0.5, 0.99)
+DROPOUT_LENGTH = 14
+DROPOUT_SAMPLES = 2000
+# The uniformity layouts: (real tokens, position of a [MASK] among them
+# or None).
+DROPOUT_LAYOUTS = ((10, 4), (5, None))
+# The count rows: 0 to 11 real tokens, each 4 times.
+DROPOUT_COUNT_LENGTHS = tuple(range(12)) * 4
 # The MLMs whose losses are compared with TensorFlow's: (mode, objective).
 MLMS = (("token_rep", "vanilla"), ("text_to_text", "probabilistic"))
 # The split models saved under JAX and loaded under TensorFlow.
@@ -104,7 +123,60 @@ def build_split(mode):
 
     return portable.build_split(
         mode, tiny_backbone(), 2, epsilon=1.0, eta=DCHI_ETA,
-        special_token_ids=SPECIAL_IDS, passthrough_token_ids=PASSTHROUGH_IDS)
+        special_token_ids=SPECIAL_IDS, passthrough_token_ids=PASSTHROUGH_IDS,
+        mask_token_id=MASK_ID,
+        dropout_rate=DROPOUT_RATE if mode == "robust" else 0.0)
+
+
+def _dropout_row(real, mask_at=None, padding_id=0, seed=0):
+    """([CLS] real tokens [SEP] padding, its padding mask), of length
+    DROPOUT_LENGTH, with a [MASK] at `mask_at` (never dropped) and
+    `padding_id` in the padding (never dropped either)."""
+    tokens = list(np.random.default_rng(seed).integers(
+        len(SPECIAL_IDS), VOCABULARY_SIZE, real))
+    if mask_at is not None:
+        tokens.insert(mask_at, MASK_ID)
+    ids = [CLS_ID] + tokens + [SEP_ID]
+    pad = DROPOUT_LENGTH - len(ids)
+    return ids + [padding_id] * pad, [1] * len(ids) + [0] * pad
+
+
+def dropout_inputs():
+    """Word dropout's test rows: the count rows (0 to 11 real tokens,
+    [MASK] among them from 2 on, odd lengths padded with a word's id),
+    then DROPOUT_SAMPLES rows of each of DROPOUT_LAYOUTS."""
+    rows = [_dropout_row(n, 2 if n >= 2 else None, 5 * (n % 2), i)
+            for i, n in enumerate(DROPOUT_COUNT_LENGTHS)]
+    for real, mask_at in DROPOUT_LAYOUTS:
+        rows += [_dropout_row(real, mask_at)] * DROPOUT_SAMPLES
+    ids, mask = zip(*rows)
+    return {"token_ids": np.array(ids, np.int32),
+            "padding_mask": np.array(mask, np.int32)}
+
+
+def dropout_samples():
+    """{rate: the token ids WordDropout outputs on `dropout_inputs`},
+    drawn by the layer on this backend."""
+    from tfdptext import layers
+
+    inputs = dropout_inputs()
+    return {rate: np.asarray(layers.WordDropout(
+        rate, MASK_ID, SPECIAL_IDS)(inputs)["token_ids"])
+        for rate in DROPOUT_RATES}
+
+
+def dropout_uniforms(values):
+    """Fixed U[0, 1) numbers for word dropout on `values`' texts."""
+    return np.random.default_rng(3).random(
+        values["token_ids"].shape).astype(np.float32)
+
+
+def dropped_texts(layer, values):
+    """`values` with word dropout (`layer`) applied from
+    `dropout_uniforms` (the same drop mask under every backend)."""
+    features = {k: values[k] for k in ("token_ids", "padding_mask")}
+    dropped = layer.apply(features, dropout_uniforms(values))
+    return dict(values, token_ids=np.asarray(dropped["token_ids"]))
 
 
 def masked_batch(values):
@@ -183,7 +255,8 @@ def main(out_dir):
     keras.utils.set_random_seed(0)
     noise = noise_samples()
     np.savez(os.path.join(out_dir, "noise.npz"), laplace=noise["laplace"],
-             dchi=noise["dchi"])
+             dchi=noise["dchi"], **{f"dropout_{rate}": out for rate, out
+                                    in dropout_samples().items()})
     train, dev = tiny_split(64, 1), tiny_split(16, 2)
     checks = {"backend": keras.backend.backend(),
               "laplace_randomness": noise["laplace_randomness"],
@@ -199,11 +272,16 @@ def main(out_dir):
         if mode != "text_to_text":  # trained in the dry run
             checks["trained"][mode] = portable.fine_tune(
                 split, train, dev, steps=2, batch_size=8,
-                learning_rate=1e-3,
+                learning_rate=1e-3, jit_compile=True,  # jax.jit
                 label_epsilon=2.0 if mode == "seq_rep" else None)
         if mode in SPLITS:
             split.model.save(os.path.join(out_dir, f"{mode}.keras"))
             checks["losses"][mode] = classifier_loss(split.model, dev)
+        if split.input_dropout is not None:
+            dropped = dropped_texts(split.input_dropout, dev)
+            checks["dropped_token_ids"] = dropped["token_ids"].tolist()
+            checks["losses"][f"{mode}_dropped"] = classifier_loss(
+                split.model, dropped)
         checks["cpu_s"][mode] = time.process_time()
     batch = masked_batch(dev)
     np.savez(os.path.join(out_dir, "batch.npz"), **batch)

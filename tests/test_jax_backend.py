@@ -10,7 +10,9 @@ before the package's program (`_PYTHON_WITH_CHECKS`). This process is the
 TensorFlow side.
 """
 
+import itertools
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -31,6 +33,10 @@ pytest.importorskip("jax")
 BLOCKER = os.path.join(ROOT, "tests", "no_tensorflow")
 # A correct sampler fails a KS test at this level with probability 1e-4.
 KS_P_VALUE = 1e-4
+# Word dropout's uniformity tests (chi-square): a uniform sampler fails
+# each at this level with probability 1e-4; at most 8 run per backend
+# (2 rates x 2 layouts x 2 tests), so together with probability <= 8e-4.
+CHI_SQUARE_P_VALUE = 1e-4
 # float32 losses of the same weights and batch on two backends (XLA and
 # TensorFlow kernels sum in different orders): a few ulps of values ~1.
 LOSS_TOLERANCE = 1e-5
@@ -101,6 +107,12 @@ def test_jax_path_trains_without_tensorflow(jax_run):
     # source fit for users' releases.
     assert result["laplace_randomness"] == "seeded"
     assert trained["robust"]["guarantee"]["randomness"] == "seeded"
+    # robust trained with word dropout (compiled: jax.jit), its guarantee
+    # the amplified one
+    assert trained["robust"]["guarantee"]["mechanism"] == \
+        "word_dropout+laplace"
+    assert trained["robust"]["guarantee"]["details"]["dropout_rate"] == \
+        checks.DROPOUT_RATE
     assert trained["seq_rep"]["guarantee"]["mechanism"] == "laplace"
     # the labels: released once by randomized response from os.urandom
     assert trained["seq_rep"]["label_guarantee"]["randomness"] == \
@@ -148,6 +160,100 @@ def test_noise_laws_match_closed_forms(source, jax_run):
         1.0 / np.sqrt(checks.DCHI_DIM) / 2
 
 
+def _dropout(source, jax_run):
+    if source == "jax":
+        with np.load(os.path.join(jax_run[0], "noise.npz")) as store:
+            return {rate: store[f"dropout_{rate}"]
+                    for rate in checks.DROPOUT_RATES}
+    return checks.dropout_samples()  # this process: TensorFlow's draws
+
+
+def _subset_counts(dropped):
+    """How often each subset of k of the n positions was the one dropped
+    (rows of (R, n) booleans with k True each), every subset listed."""
+    n, k = dropped.shape[1], int(dropped[0].sum())
+    codes = dropped.astype(np.int64) @ (2 ** np.arange(n))
+    subsets = [sum(2 ** i for i in c)
+               for c in itertools.combinations(range(n), k)]
+    return np.array([(codes == c).sum() for c in subsets])
+
+
+def _position_p_value(dropped):
+    """p-value of "each of the n positions is dropped with probability
+    q = k / n": Pearson's statistic X over the n position counts. k of n
+    per row without replacement makes the counts negatively correlated:
+    X (n - 1) / (n (1 - q)) is chi-square with n - 1 degrees of freedom
+    (the counts' covariance is R q (1 - q) n / (n - 1) (I - 11^T / n))."""
+    rows, n = dropped.shape
+    q = dropped[0].sum() / n
+    counts = dropped.sum(axis=0)
+    x = ((counts - rows * q) ** 2).sum() / (rows * q)
+    return stats.chi2.sf(x * (n - 1) / (n * (1 - q)), n - 1)
+
+
+@pytest.mark.parametrize("source", ["jax", "tensorflow"])
+def test_word_dropout_law(source, jax_run):
+    from tfdptext.privacy import dropout
+
+    inputs = checks.dropout_inputs()
+    ids = inputs["token_ids"]
+    real = (inputs["padding_mask"] == 1) & ~np.isin(ids, checks.SPECIAL_IDS)
+    for rate, out in _dropout(source, jax_run).items():
+        dropped = out != ids
+        # real tokens only (never padding, even with a word's id, nor
+        # [CLS], [SEP], [MASK]), each replaced by [MASK]
+        assert not (dropped & ~real).any(), rate
+        assert (out[dropped] == checks.MASK_ID).all(), rate
+        # exactly floor(n * rate + 0.5) of the n real tokens of each row
+        np.testing.assert_array_equal(
+            dropped.sum(axis=1),
+            [dropout.num_dropped(n, rate) for n in real.sum(axis=1)])
+        if rate == 0.0:
+            assert not dropped.any()
+        if rate == 0.99:  # every real token of rows of <= 50
+            np.testing.assert_array_equal(dropped, real)
+        start = len(checks.DROPOUT_COUNT_LENGTHS)
+        for layout in checks.DROPOUT_LAYOUTS:
+            rows = slice(start, start + checks.DROPOUT_SAMPLES)
+            start += checks.DROPOUT_SAMPLES
+            sample = dropped[rows][:, real[rows][0]]  # (R, n) real ones
+            n, k = sample.shape[1], int(sample[0].sum())
+            if not 0 < k < n:
+                continue
+            # each real position equally likely, wherever the [MASK] is
+            assert _position_p_value(sample) > CHI_SQUARE_P_VALUE, \
+                (rate, layout)
+            # each of the C(n, k) subsets equally likely (where every
+            # subset expects >= 5 rows: Pearson's approximation holds)
+            if checks.DROPOUT_SAMPLES / math.comb(n, k) >= 5:
+                assert stats.chisquare(_subset_counts(sample)).pvalue > \
+                    CHI_SQUARE_P_VALUE, (rate, layout)
+
+
+def test_word_dropout_arguments_are_checked():
+    from tfdptext import layers
+    from tfdptext.errors import ArgumentError
+    from tfdptext.training import portable
+
+    with pytest.raises(ArgumentError, match=r"rate.*\[0, 1\)"):
+        layers.WordDropout(1.0, checks.MASK_ID)
+    common = dict(epsilon=1.0, mask_token_id=checks.MASK_ID,
+                  passthrough_token_ids=checks.PASSTHROUGH_IDS)
+    # refused before the backbone is read (None here)
+    for bad in (1.0, -0.1, float("nan"), "0.3"):
+        with pytest.raises(ArgumentError, match="dropout_rate"):
+            portable.build_split("robust", None, 2, dropout_rate=bad,
+                                 **common)
+    for mode, extra in (("none", {}), ("token_rep", {"eta": 1.0}),
+                        ("seq_rep", {"epsilon": None, "eta": 1.0})):
+        with pytest.raises(ArgumentError, match="modes robust and seq_rep"):
+            portable.build_split(mode, None, 2, dropout_rate=0.3,
+                                 **{**common, **extra})
+    with pytest.raises(ArgumentError, match="mask_token_id"):
+        portable.build_split("robust", None, 2, dropout_rate=0.3,
+                             epsilon=1.0)
+
+
 def _load_split(out, mode):
     """A split model trained under JAX, loaded here (TensorFlow)."""
     import keras
@@ -165,6 +271,24 @@ def test_classifier_loss_equals_tensorflow(jax_run, mode):
     dev = checks.tiny_split(16, 2)
     assert abs(checks.classifier_loss(model, dev) - result["losses"][mode]) \
         < LOSS_TOLERANCE
+
+
+def test_robust_word_dropout_equals_tensorflow(jax_run):
+    # The same uniforms give the same drop mask under both backends, and
+    # the robust model's loss on the texts so dropped is TensorFlow's.
+    from tfdptext.layers import base
+
+    out, result, _ = jax_run
+    model = _load_split(out, "robust")
+    layer = model.get_layer("user_side").get_layer(base.INPUT_PERTURBATION)
+    assert layer.rate == checks.DROPOUT_RATE
+    dev = checks.tiny_split(16, 2)
+    dropped = checks.dropped_texts(layer, dev)
+    np.testing.assert_array_equal(dropped["token_ids"],
+                                  result["dropped_token_ids"])
+    assert (dropped["token_ids"] == checks.MASK_ID).sum() > 16
+    assert abs(checks.classifier_loss(model, dropped) -
+               result["losses"]["robust_dropped"]) < LOSS_TOLERANCE
 
 
 @pytest.mark.parametrize("mode, objective", checks.MLMS)
@@ -199,8 +323,13 @@ def test_model_trained_under_jax_exports_to_tflite(jax_run):
     tflite_bytes = tflite.convert(phone, batch_size=1)
     tflite.check_unseeded_builtins(tflite_bytes)  # no seed baked in
     runner = Interpreter(model_content=tflite_bytes).get_signature_runner()
+    # Texts of one real token: word dropout at rate 0.3 masks
+    # floor(0.3 + 0.5) = 0 of it, so the release is the clean
+    # representation plus the Laplace noise alone.
     dev = checks.tiny_split(4, 3)
-    inputs = {k: dev[k] for k in ("token_ids", "padding_mask")}
+    first = (np.arange(checks.LENGTH) == 0).astype(np.int32)
+    inputs = {"token_ids": dev["token_ids"] * first,
+              "padding_mask": np.tile(first, (4, 1))}
     release = np.concatenate([
         runner(**{k: v[i:i + 1] for k, v in inputs.items()})[
             "private_representation"] for i in range(4)])

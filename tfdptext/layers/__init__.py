@@ -4,9 +4,9 @@ Every layer applies its noise on each call, at inference too, uses only
 unseeded random ops that convert to TFLite builtins, and reports its formal
 guarantee with `guarantee()`.
 
-`LaplaceNoise`, `MinMaxNormalize`, `DChiNoise` and `DChiTextPrivatizer`
-are written in `keras.ops` and run on any Keras backend (server-side
-training under JAX);
+`LaplaceNoise`, `MinMaxNormalize`, `DChiNoise`, `DChiTextPrivatizer` and
+`WordDropout` are written in `keras.ops` and run on any Keras backend
+(server-side training under JAX);
 the other layers are TensorFlow's (phone-side text mechanisms). Under the
 TensorFlow backend all are imported here (registering them for
 `keras.models.load_model`); under another backend the TensorFlow ones are
@@ -20,6 +20,7 @@ from tfdptext.layers.dchi_noise import DChiNoise
 from tfdptext.layers.dchi_text_privatizer import DChiTextPrivatizer
 from tfdptext.layers.laplace_noise import LaplaceNoise
 from tfdptext.layers.min_max_normalize import MinMaxNormalize
+from tfdptext.layers.word_dropout import WordDropout
 
 # The TensorFlow layers: name -> module.
 _TENSORFLOW_LAYERS = {
@@ -33,12 +34,11 @@ _TENSORFLOW_LAYERS = {
     "TEMTextPrivatizer": "tem_text_privatizer",
     "TruncatedGumbelTextPrivatizer": "truncated_gumbel_text_privatizer",
     "VickreyTextPrivatizer": "vickrey_text_privatizer",
-    "WordDropout": "word_dropout",
 }
 
 
 lazy.serve(globals(), _TENSORFLOW_LAYERS, eager=noise_math.is_tensorflow())
 
 __all__ = sorted(["DChiNoise", "DChiTextPrivatizer", "LaplaceNoise",
-                  "MinMaxNormalize",
+                  "MinMaxNormalize", "WordDropout",
                   *_TENSORFLOW_LAYERS])

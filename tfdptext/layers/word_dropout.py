@@ -1,11 +1,11 @@
 """WordDropout: masks a fixed share of the real tokens of each example."""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tfdptext.errors import ArgumentError
 from tfdptext.layers import base
-from tfdptext.layers import sampling
+from tfdptext.layers import noise_math
 from tfdptext.privacy import dropout
 from tfdptext.privacy import validation
 
@@ -27,6 +27,14 @@ class WordDropout(base.InputPerturbation):
     Word dropout alone is not differential privacy: it amplifies the
     guarantee of the mechanism that follows it (`guarantee(base)`).
 
+    Runs on any Keras backend (`keras.ops`, fixed shapes: it compiles
+    under `jax.jit`). Its uniforms come from TensorFlow's unseeded
+    RANDOM_UNIFORM under TensorFlow (the phone export), from
+    `keras.random` with the layer's own seeded `SeedGenerator` under
+    another backend (server-side training only: `tfdptext.layers.
+    noise_math`), or from the caller (`apply`; the phone's int32 random
+    words are read by TensorFlow's `sampling`).
+
     Args:
         rate: dropout rate mu in [0, 1).
         mask_token_id: id written in place of a dropped token (the
@@ -39,7 +47,7 @@ class WordDropout(base.InputPerturbation):
     ...                     special_token_ids=(101, 102))
     >>> out = layer({"token_ids": np.array([[101, 7, 8, 9, 10, 102, 0]]),
     ...              "padding_mask": np.array([[1, 1, 1, 1, 1, 1, 0]])})
-    >>> (out["token_ids"].numpy() == 103).sum()  # round(4 * 0.5) = 2
+    >>> (np.asarray(out["token_ids"]) == 103).sum()  # round(4 * 0.5) = 2
     2
     """
 
@@ -67,40 +75,55 @@ class WordDropout(base.InputPerturbation):
         super().build(input_shape)
 
     def _real_tokens(self, token_ids, padding_mask):
-        real = tf.cast(padding_mask, tf.bool)
+        real = ops.cast(padding_mask, "bool")
         for special in self.special_token_ids:
-            real = tf.logical_and(real, tf.not_equal(token_ids, special))
+            real = ops.logical_and(real, ops.not_equal(token_ids, special))
         return real
+
+    def _uniforms(self, token_ids, uniforms):
+        """U[0, 1) scores, one per position: drawn (the backend's source),
+        taken from float `uniforms`, or made from int32 random words."""
+        if uniforms is None:
+            source = self.noise_source()
+            return noise_math.clamp_unit(
+                source.uniform(source.shape(token_ids)))
+        dtype = keras.backend.standardize_dtype(uniforms.dtype)
+        if "int" in dtype:  # the phone's words: TensorFlow only
+            from tfdptext.layers import sampling
+
+            return sampling.uniform(None, uniforms)
+        return noise_math.clamp_unit(uniforms)
 
     def dropped_positions(self, token_ids, padding_mask, uniforms=None):
         """A boolean (batch, length) tensor: which positions to mask."""
-        token_ids = tf.cast(token_ids, tf.int32)
+        token_ids = ops.cast(token_ids, "int32")
         real = self._real_tokens(token_ids, padding_mask)
-        count = tf.reduce_sum(tf.cast(real, tf.float32), axis=-1)
-        num_drop = tf.floor(count * self.rate + 0.5)
+        count = ops.sum(ops.cast(real, "float32"), axis=-1)
+        num_drop = ops.floor(count * self.rate + 0.5)
         # Uniform scores for real tokens, 2.0 (above all of them) elsewhere;
         # a token is dropped when its rank among the real tokens is below
         # num_drop, which picks a uniformly random subset of that size.
-        scores = tf.where(
-            real, sampling.uniform(tf.shape(token_ids), uniforms), 2.0)
+        # Ranks by pairwise comparison: (batch, length, length), a fixed
+        # shape (no sort, mask or scatter of data-dependent size).
+        scores = ops.where(real, self._uniforms(token_ids, uniforms), 2.0)
         s_i = scores[:, :, None]
         s_j = scores[:, None, :]
-        index = tf.range(tf.shape(token_ids)[1])
+        index = ops.arange(ops.shape(token_ids)[1], dtype="int32")
         earlier = index[None, None, :] < index[None, :, None]
-        before = tf.logical_or(
-            s_j < s_i, tf.logical_and(tf.equal(s_j, s_i), earlier))
-        rank = tf.reduce_sum(tf.cast(before, tf.float32), axis=-1)
-        return tf.logical_and(real, rank < num_drop[:, None])
+        before = ops.logical_or(
+            s_j < s_i, ops.logical_and(ops.equal(s_j, s_i), earlier))
+        rank = ops.sum(ops.cast(before, "float32"), axis=-1)
+        return ops.logical_and(real, rank < num_drop[:, None])
 
     def apply(self, inputs, uniforms=None):
         outputs = dict(inputs)
         if not self._noisy(uniforms) or self.rate == 0.0:
             return outputs
-        token_ids = tf.cast(inputs["token_ids"], tf.int32)
+        token_ids = ops.cast(inputs["token_ids"], "int32")
         drop = self.dropped_positions(token_ids, inputs["padding_mask"],
                                       uniforms)
-        outputs["token_ids"] = tf.where(
-            drop, tf.constant(self.mask_token_id, tf.int32), token_ids)
+        outputs["token_ids"] = ops.where(
+            drop, ops.cast(self.mask_token_id, "int32"), token_ids)
         return outputs
 
     def uniforms_shape(self, input_shape):

@@ -10,9 +10,10 @@ the same split models (`tfdptext.models.split`) with the same layers.
 Modes (`MODES`):
 
 - none: encoder + pooling + classifier, no privatization;
-- robust (DPNR, Lyu et al. Alg. 1): encoder -> pool -> MinMaxNormalize ->
-  LaplaceNoise, everything trains, the noise stays in the training graph
-  (noise as augmentation of the server's own texts);
+- robust (DPNR, Lyu et al. Alg. 1): [WordDropout (`dropout_rate`)] ->
+  encoder -> pool -> MinMaxNormalize -> LaplaceNoise, everything trains,
+  the dropout and the noise stay in the training graph (noise as
+  augmentation of the server's own texts);
 - token_rep (Qu et al.): token embedding + DChiNoise on the user side,
   frozen; each training and dev text is released ONCE through the user
   side before training, and the server trains on that release every
@@ -109,7 +110,8 @@ def features_of(values):
 def build_split(mode, backbone, num_classes, *, epsilon=None, eta=None,
                 sensitivity="per_coordinate", pooling="mean",
                 classifier_dropout=0.1, special_token_ids=None,
-                passthrough_token_ids=None):
+                passthrough_token_ids=None, dropout_rate=0.0,
+                mask_token_id=None):
     """The SplitModel of `mode` (one of MODES) over a keras-hub backbone.
 
     Args:
@@ -120,8 +122,17 @@ def build_split(mode, backbone, num_classes, *, epsilon=None, eta=None,
         special_token_ids, passthrough_token_ids: text_to_text: the ids
             never output and those released unchanged (a
             `tfdptext.pretraining.portable.Vocabulary`'s).
+        dropout_rate: DPNR's word dropout rate mu in [0, 1) before the
+            encoder (`tfdptext.layers.WordDropout`), as the TensorFlow
+            trainer's `dropout_rate`: modes robust and seq_rep with
+            `epsilon` (Laplace) only. It needs `mask_token_id` ([MASK])
+            and `passthrough_token_ids`: with [MASK], the ids never
+            dropped ([PAD], [CLS], [SEP], [MASK], the TensorFlow
+            trainer's `structural_token_ids`).
     """
     validation.check_choice("mode", mode, MODES)
+    dropout = _word_dropout(mode, epsilon, dropout_rate, mask_token_id,
+                            passthrough_token_ids)
     common = dict(pooling=pooling, classifier_dropout=classifier_dropout)
     needs = {TOKEN_REP: eta, TEXT_TO_TEXT: eta, ROBUST: epsilon,
              SEQ_REP: epsilon if epsilon is not None else eta}
@@ -154,10 +165,33 @@ def build_split(mode, backbone, num_classes, *, epsilon=None, eta=None,
             privatizers = [layers.MinMaxNormalize(),
                            layers.LaplaceNoise(epsilon, sensitivity)]
         split = models.sequence_representation_split(
-            backbone, num_classes, privatizers, **common)
+            backbone, num_classes, privatizers, input_dropout=dropout,
+            **common)
     if mode in FROZEN:
         split.freeze_user_side()
     return split
+
+
+def _word_dropout(mode, epsilon, dropout_rate, mask_token_id,
+                  passthrough_token_ids):
+    """The WordDropout of `build_split`'s arguments, or None (rate 0);
+    ArgumentError where the TensorFlow trainer's config refuses it."""
+    rate = validation.check_rate("dropout_rate", dropout_rate)
+    if not rate:
+        return None
+    if mode not in (ROBUST, SEQ_REP) or epsilon is None:
+        raise ArgumentError(
+            "`dropout_rate` > 0 (word dropout) applies to modes robust and "
+            "seq_rep with `epsilon` (it amplifies an epsilon-LDP Laplace "
+            f"release), received mode={mode!r}, epsilon={epsilon!r}.")
+    if mask_token_id is None or passthrough_token_ids is None:
+        raise ArgumentError(
+            "`dropout_rate` > 0 (word dropout) needs `mask_token_id` and "
+            "`passthrough_token_ids` (a `tfdptext.pretraining.portable."
+            "Vocabulary`'s mask_id and passthrough_token_ids).")
+    return layers.WordDropout(
+        rate, mask_token_id,
+        tuple(passthrough_token_ids) + (mask_token_id,))
 
 
 def release_once(split, values, batch_size=64):
@@ -258,7 +292,8 @@ def fine_tune(split, train, dev, *, steps, batch_size, learning_rate,
         a dict: `timed_steps`'s, the seconds taken to prepare the
         training inputs (`inputs_s`: the release of a frozen user side),
         the accuracy on `dev` and the guarantee of the release (and of
-        the labels').
+        the labels'; with word dropout, over inputs of 1 to the ids'
+        length real tokens).
     """
     validation.check_int("steps", steps, minimum=1)
     validation.check_int("batch_size", batch_size, minimum=1)
@@ -283,7 +318,8 @@ def fine_tune(split, train, dev, *, steps, batch_size, learning_rate,
     logits = model.predict(inputs_of(dev), batch_size=batch_size, verbose=0)
     accuracy = float(np.mean(np.argmax(logits, axis=-1) == dev[LABELS]))
     result.update(inputs_s=inputs_s, accuracy=accuracy,
-                  guarantee=split.guarantee().to_dict(),
+                  guarantee=split.guarantee(
+                      max_tokens=train["token_ids"].shape[1]).to_dict(),
                   backend=keras.backend.backend())
     if label_epsilon is not None:
         from tfdptext.privacy import categorical
