@@ -19,9 +19,10 @@ supplies the randomness (`tfdptext.models.secure`), and input checks.
 fixed names.
 
 This module imports no TensorFlow: the layers whose math is written in
-`keras.ops` (`LaplaceNoise`, `MinMaxNormalize`, `DChiNoise`) run on any
-Keras backend; their phone-side paths (randomness from the app's words)
-and the other layers import TensorFlow themselves.
+`keras.ops` (`LaplaceNoise`, `MinMaxNormalize`, `DChiNoise`,
+`DChiTextPrivatizer`, `WordDropout`) run on any Keras backend; their
+phone-side paths (randomness from the app's words) and the other layers
+import TensorFlow themselves.
 """
 
 import contextlib
