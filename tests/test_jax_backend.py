@@ -252,6 +252,18 @@ def test_word_dropout_arguments_are_checked():
     with pytest.raises(ArgumentError, match="mask_token_id"):
         portable.build_split("robust", None, 2, dropout_rate=0.3,
                              epsilon=1.0)
+    # seq_rep with Laplace takes it too (as the TensorFlow trainer): the
+    # frozen user side drops, then releases once; [PAD], [CLS], [SEP] and
+    # [MASK] are never dropped.
+    split = portable.build_split("seq_rep", checks.tiny_backbone(), 2,
+                                 dropout_rate=0.3, **common)
+    assert not split.user.trainable
+    assert split.input_dropout.rate == 0.3
+    assert sorted(split.input_dropout.special_token_ids) == \
+        sorted(checks.SPECIAL_IDS)
+    g = split.guarantee(max_tokens=checks.LENGTH)
+    assert g.mechanism == "word_dropout+laplace"
+    assert g.details["token_range"] == [1, checks.LENGTH]
 
 
 def _load_split(out, mode):
@@ -282,6 +294,7 @@ def test_robust_word_dropout_equals_tensorflow(jax_run):
     model = _load_split(out, "robust")
     layer = model.get_layer("user_side").get_layer(base.INPUT_PERTURBATION)
     assert layer.rate == checks.DROPOUT_RATE
+    assert sorted(layer.special_token_ids) == sorted(checks.SPECIAL_IDS)
     dev = checks.tiny_split(16, 2)
     dropped = checks.dropped_texts(layer, dev)
     np.testing.assert_array_equal(dropped["token_ids"],

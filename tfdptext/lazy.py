@@ -9,8 +9,8 @@ def module_getattr(package, names):
     import those submodules (and what they import, e.g. TensorFlow).
 
     Example:
-    >>> __getattr__ = module_getattr(__name__, {"WordDropout":
-    ...                                         "word_dropout"})
+    >>> __getattr__ = module_getattr(__name__, {"RandomizedResponse":
+    ...                                         "randomized_response"})
     """
 
     def __getattr__(name):
