@@ -1,6 +1,7 @@
 """The backend-agnostic training path: under JAX with TensorFlow
-unimportable, its parity with TensorFlow, the noise laws and the
-nearest-token search under both backends, a model trained under JAX
+unimportable, its parity with TensorFlow (word dropout included), the
+noise laws, word dropout's law and the nearest-token search under both
+backends, a model trained under JAX
 exported under TensorFlow, and the device package's dry run (issue 37).
 
 The JAX side runs in ONE subprocess (KERAS_BACKEND=jax, tests/no_tensorflow
