@@ -9,6 +9,8 @@ from scipy import stats
 
 from tfdptext import layers
 from tfdptext import privacy
+from tfdptext.errors import ArgumentError
+from tfdptext.privacy import dropout as dropout_lib
 
 # Kolmogorov-Smirnov: reject only at p < 1e-4 (a correct sampler fails one
 # run in 10,000); with these sample sizes a wrong scale by 5% gives p ~ 0.
@@ -161,6 +163,27 @@ def test_word_dropout_positions_uniform():
     counts = counts[counts > 0]
     assert len(counts) == 10
     assert stats.chisquare(counts).pvalue > 1e-4
+
+
+def test_word_dropout_counts_as_the_guarantee_counts():
+    # Lengths where float32's round(d * rate) is below the float64 count
+    # the guarantee uses (found below: rate 0.105 at d = 300, 0.13 at 450,
+    # 0.1325 at 200): the layer must drop exactly the guarantee's count.
+    for rate in (0.105, 0.13, 0.1325):
+        disagree = [d for d in range(1, 513) if math.floor(
+            np.float32(d) * np.float32(rate) + np.float32(0.5)) !=
+            dropout_lib.num_dropped(d, rate)]
+        assert disagree, rate
+        lengths = disagree[:3] + [1, 7, 510]
+        layer = layers.WordDropout(rate, mask_token_id=103,
+                                   special_token_ids=(101, 102))
+        out = layer(_features(lengths, max_length=512))["token_ids"].numpy()
+        for row, d in enumerate(lengths):
+            assert (out[row] == 103).sum() == \
+                dropout_lib.num_dropped(d, rate), (rate, d)
+    with pytest.raises(ArgumentError, match="max_tokens.*at most 512"):
+        layer.guarantee(privacy.laplace_guarantee(1.0, 8, "vector"),
+                        max_tokens=513)
 
 
 def test_word_dropout_guarantee_needs_base():

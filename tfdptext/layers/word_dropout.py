@@ -1,6 +1,7 @@
 """WordDropout: masks a fixed share of the real tokens of each example."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from tfdptext.errors import ArgumentError
@@ -8,6 +9,15 @@ from tfdptext.layers import base
 from tfdptext.layers import noise_math
 from tfdptext.privacy import dropout
 from tfdptext.privacy import validation
+
+# The drop counts round(d * rate) for d = 0..COUNTED_TOKENS real tokens are
+# a constant table computed by `tfdptext.privacy.dropout.num_dropped`, the
+# function the guarantee counts with: float32 arithmetic in the graph
+# rounds d * rate differently for some rates and lengths (rate 0.105, d =
+# 300: 31 in float64, 32 in float32), which would let the layer drop fewer
+# tokens than the guarantee assumes. Longer inputs (BERT models take at
+# most 512 tokens) round in float32; no guarantee of this layer covers them.
+COUNTED_TOKENS = 512
 
 
 @keras.saving.register_keras_serializable(package="tfdptext")
@@ -94,12 +104,22 @@ class WordDropout(base.InputPerturbation):
             return sampling.uniform(None, uniforms)
         return noise_math.clamp_unit(uniforms)
 
+    def _num_dropped(self, count):
+        """round(count * rate) per row as float32: from the accounting's
+        table up to COUNTED_TOKENS real tokens, in float32 above."""
+        table = ops.convert_to_tensor(np.array(
+            [dropout.num_dropped(d, self.rate)
+             for d in range(COUNTED_TOKENS + 1)], np.float32))
+        counted = ops.take(table, ops.minimum(count, COUNTED_TOKENS))
+        longer = ops.floor(ops.cast(count, "float32") * self.rate + 0.5)
+        return ops.where(count <= COUNTED_TOKENS, counted, longer)
+
     def dropped_positions(self, token_ids, padding_mask, uniforms=None):
         """A boolean (batch, length) tensor: which positions to mask."""
         token_ids = ops.cast(token_ids, "int32")
         real = self._real_tokens(token_ids, padding_mask)
-        count = ops.sum(ops.cast(real, "float32"), axis=-1)
-        num_drop = ops.floor(count * self.rate + 0.5)
+        num_drop = self._num_dropped(ops.sum(ops.cast(real, "int32"),
+                                             axis=-1))
         # Uniform scores for real tokens, 2.0 (above all of them) elsewhere;
         # a token is dropped when its rank among the real tokens is below
         # num_drop, which picks a uniformly random subset of that size.
@@ -139,6 +159,12 @@ class WordDropout(base.InputPerturbation):
             min_tokens, max_tokens: the range of input lengths (real
                 tokens) the amplification must hold for.
         """
+        max_tokens = validation.check_int("max_tokens", max_tokens)
+        if max_tokens > COUNTED_TOKENS:
+            raise ArgumentError(
+                f"`max_tokens` must be at most {COUNTED_TOKENS} (the longest "
+                f"input whose drop count the layer takes from the "
+                f"guarantee's own count), received {max_tokens}.")
         if base_guarantee is None:
             from tfdptext.privacy import guarantee as guarantee_lib
             return guarantee_lib.Guarantee.none(
