@@ -39,8 +39,9 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_enum("quantization", "int8", exporter.QUANTIZATIONS,
                       "Weights of the phone model: int8 (dynamic range), "
                       "float32, or int4 (4-bit weights, one scale per row: "
-                      "half int8's size; for the sequence and code split "
-                      "points, whose guarantee does not read the weights).",
+                      "about 60% of int8's size; for the sequence and code "
+                      "split points, whose guarantee does not read the "
+                      "weights).",
                       flag_values=flag_values)
     flags.DEFINE_string("model_name", None, "TF Serving model name "
                         "(default: the run directory's name).",

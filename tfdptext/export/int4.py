@@ -29,9 +29,9 @@ float32 scale * q), and `pack` / `unpack` (two values per byte, the first
 in the low nibble: TFLite's INT4 layout).
 
 Measured on the README quickstart's MiniLM phone model (code release,
-lengths 16/32/64; docs/benchmarks.md): 11.5 MiB with 4-bit weights against
-22.7 MiB int8, and the releases of 200 test texts equal to the int8
-model's on the same inputs.
+lengths 16/32/64; docs/benchmarks.md): 13.2 MiB with 4-bit weights against
+22.8 MiB int8, and the releases of 200 test texts equal to the int8 and
+float32 models' on the same inputs.
 
 Example:
 
