@@ -5,9 +5,10 @@ Python LiteRT interpreter, on the same machine, at every exported length.
     python benchmarks/browser_latency.py [--export_dir=DIR]
 
 Without --export_dir it makes the README quickstart's export with MiniLM
-(code release, epsilon 4, max_length 64: lengths 16, 32, 64; int8), from a
-run trained on 32 examples (latency does not depend on the weights' values)
-in a temporary directory (--quantization=float32: float32 weights). The
+(code release, epsilon 4, max_length 64: lengths 16, 32, 64; 4-bit weights,
+as the README exports it), from a run trained on 32 examples (latency does
+not depend on the weights' values) in a temporary directory
+(--quantization=int8 or float32: those weights). The
 export is served by tfdptext-serve's app in
 a thread and its page opened in headless Chromium (tests/chromium.py).
 
@@ -55,8 +56,9 @@ import chromium  # noqa: E402 (tests/chromium.py)
 FLAGS = flags.FLAGS
 flags.DEFINE_string("export_dir", None, "An export to time (default: make "
                     "the quickstart's with MiniLM in a temporary directory).")
-flags.DEFINE_enum("quantization", "int8", ["int8", "float32"],
-                  "The made export's weights (tfdptext-export's flag).")
+flags.DEFINE_enum("quantization", "int4", ["int4", "int8", "float32"],
+                  "The made export's weights (tfdptext-export's flag; int4: "
+                  "the README quickstart's).")
 flags.DEFINE_integer("rounds", 20, "Rounds.")
 flags.DEFINE_integer("block", 10, "Timed calls per setting and round.")
 flags.DEFINE_bool("isolated", True, "Serve the page cross-origin isolated "
@@ -88,27 +90,6 @@ for (let i = 0; i <= repeat; i++) {
   if (i > 0) times.push(performance.now() - start);  // the first warms up
 }
 return times;
-"""
-
-BROWSER_RELEASES = """
-const [rows] = args;  // [{signature, length, ids, mask, words}]
-const {Tensor} = await import('@litertjs/core');
-const client = window.tfdptextClient;
-const out = [];
-for (const row of rows) {
-  const inputs = {
-    token_ids: new Tensor(Int32Array.from(row.ids), [1, row.length]),
-    padding_mask: new Tensor(Int32Array.from(row.mask), [1, row.length]),
-    random_words: new Tensor(Int32Array.from(row.words), [1, row.words.length])};
-  const outputs = await client.model.run(row.signature, inputs);
-  const read = {};
-  for (const [name, t] of Object.entries(outputs)) {
-    read[name] = Array.from(t.toTypedArray()); t.delete();
-  }
-  for (const t of Object.values(inputs)) t.delete();
-  out.push(read);
-}
-return out;
 """
 
 BROWSER_SETUP = """
@@ -221,13 +202,10 @@ def same_input_releases(driver, pipeline, path):
     truth, feeds = labelled_feeds(pipeline, path)
     python = [pipeline.runners[model.length](**feed)[pipeline.spec.release]
               for model, feed in feeds]
-    rows = [{"signature": model.signature, "length": model.length,
-             **{k: feed[name].reshape(-1).tolist() for k, name in
-                (("ids", "token_ids"), ("mask", "padding_mask"),
-                 ("words", "random_words"))}} for model, feed in feeds]
     browser = [np.array(r[pipeline.spec.release]).reshape(p.shape).astype(
-        p.dtype) for r, p in zip(chromium.run_async(
-            driver, BROWSER_RELEASES, rows), python)]
+        p.dtype) for r, p in zip(chromium.run_phone_model(
+            driver, [(model.signature, feed) for model, feed in feeds]),
+            python)]
     same = sum(bool(np.array_equal(a, b)) for a, b in zip(browser, python))
     accuracy = {}
     for where, releases in (("browser", browser), ("python", python)):

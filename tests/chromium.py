@@ -102,3 +102,39 @@ def open_page(driver, url):
 def text_of(driver, element_id):
     return driver.find_element("id", element_id).get_attribute(
         "textContent")
+
+
+PHONE_MODEL_RUN = """
+const [rows] = args;  // [{signature, length, ids, mask, words}]
+const {Tensor} = await import('@litertjs/core');
+const client = window.tfdptextClient;
+const out = [];
+for (const row of rows) {
+  const inputs = {
+    token_ids: new Tensor(Int32Array.from(row.ids), [1, row.length]),
+    padding_mask: new Tensor(Int32Array.from(row.mask), [1, row.length]),
+    random_words: new Tensor(Int32Array.from(row.words),
+                             [1, row.words.length])};
+  const outputs = await client.model.run(row.signature, inputs);
+  const read = {};
+  for (const [name, t] of Object.entries(outputs)) {
+    read[name] = Array.from(t.toTypedArray()); t.delete();
+  }
+  for (const t of Object.values(inputs)) t.delete();
+  out.push(read);
+}
+return out;
+"""
+
+
+def run_phone_model(driver, feeds):
+    """The page's phone model (LiteRT.js, the loaded export) on `feeds`,
+    [(signature, {token_ids, padding_mask, random_words}: int32 arrays of
+    one row)]: [{output name: flat list}], one per feed."""
+    rows = [{"signature": signature, "length": int(feed["token_ids"].size),
+             **{key: [int(v) for v in feed[name].reshape(-1)]
+                for key, name in (("ids", "token_ids"),
+                                  ("mask", "padding_mask"),
+                                  ("words", "random_words"))}}
+            for signature, feed in feeds]
+    return run_async(driver, PHONE_MODEL_RUN, rows)

@@ -336,6 +336,128 @@ def test_bad_random_words_fail_closed_on_phone_and_server(exported):
                             released["private_representation"]})
 
 
+def _options(options):
+    """A flatbuffer object's fields as plain values (arrays as lists)."""
+    if options is None:
+        return None
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+            for k, v in vars(options).items()}
+
+
+def test_int4_rewrite_changes_only_the_weights(exported):
+    """The float32 DPNR export rewritten with 4-bit weights (every
+    FULLY_CONNECTED weight and GATHER table here, min_elements=1): every
+    operator is the float32 model's with the same options, outputs and
+    inputs but for the weight, whose INT4 values and per-row scales are
+    `quantize_rows` of the float32 weight; every other tensor and buffer is
+    byte for byte the float32 model's, so the ops after the encoder (the
+    min-max, the noise from the words, the words' checks) are unchanged;
+    and run, the two models' releases differ by the same vector whatever
+    the words (the noise is the same function of them), and bad words are
+    refused."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    from tfdptext.export import int4
+    from tfdptext.models import secure
+
+    out, _ = exported("robust", **ROBUST_INPUT)
+    path = os.path.join(out, "user", "privatizer.tflite")
+    f32 = open(path, "rb").read()
+    q_bytes, record = int4.rewrite(f32, min_elements=1)
+    assert record["fully_connected"] >= 4 and record["gather"] >= 1
+    tflite.check_unseeded_builtins(q_bytes)
+    a, b = (flatbuffer_utils.convert_bytearray_to_object(bytearray(x))
+            for x in (f32, q_bytes))
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items()}
+
+    def name(model, op):
+        code = model.operatorCodes[op.opcodeIndex]
+        return names[max(code.builtinCode, code.deprecatedBuiltinCode)]
+
+    def data(model, tensor):
+        raw = model.buffers[tensor.buffer].data
+        return None if raw is None else bytes(raw)
+
+    rewritten = 0
+    for ga, gb in zip(a.subgraphs, b.subgraphs, strict=True):
+        old = len(ga.tensors)
+        made = {op.outputs[0]: op for op in gb.operators
+                if op.outputs[0] >= old}  # the DEQUANTIZE ops added
+        assert {name(b, op) for op in made.values()} == {"DEQUANTIZE"}
+        kept = [op for op in gb.operators if op.outputs[0] < old]
+        for x, y in zip(ga.operators, kept, strict=True):
+            assert name(a, x) == name(b, y)
+            assert list(x.outputs) == list(y.outputs)
+            assert _options(x.builtinOptions) == _options(y.builtinOptions)
+            for slot, (i, j) in enumerate(zip(x.inputs, y.inputs,
+                                              strict=True)):
+                if i == j:
+                    continue
+                assert (name(a, x), slot) in {("FULLY_CONNECTED", 1),
+                                              ("GATHER", 0)}
+                if j in made:  # GATHER reads DEQUANTIZE(INT4 table)
+                    [j] = made[j].inputs
+                weight, q = ga.tensors[i], gb.tensors[j]
+                assert q.type == schema.TensorType.INT4
+                values = np.frombuffer(data(a, weight), "<f4").reshape(
+                    list(weight.shape))
+                levels, scale = int4.quantize_rows(values)
+                np.testing.assert_array_equal(
+                    np.array(q.quantization.scale, np.float32), scale)
+                assert list(q.quantization.zeroPoint) == [0] * len(scale)
+                assert q.quantization.quantizedDimension == 0
+                np.testing.assert_array_equal(int4.unpack(
+                    np.frombuffer(data(b, q), np.uint8), levels.size),
+                    levels.reshape(-1))
+                rewritten += 1
+        # Every tensor the rewritten graph reads or writes that the float32
+        # graph had: same type, shape, quantization and bytes.
+        for op in gb.operators:
+            for i in [*op.inputs, *op.outputs]:
+                if 0 <= i < old:
+                    x, y = ga.tensors[i], gb.tensors[i]
+                    assert (x.type, list(x.shape), data(a, x)) == \
+                        (y.type, list(y.shape), data(b, y))
+                    assert _options(x.quantization) == \
+                        _options(y.quantization)
+        # The privatization (min-max, the noise from the words, the words'
+        # checks) is among the ops compared above.
+        compared = {name(a, op) for op in ga.operators}
+        assert {"REDUCE_MIN", "REDUCE_MAX", "LOG"} <= compared, compared
+    assert rewritten > 0
+    runners = [Interpreter(model_content=m).get_signature_runner()
+               for m in (f32, q_bytes)]
+    width = secure.MIN_RANDOM_WORDS
+    gaps = []
+    for _ in range(3):
+        words = secure.os_random_words([1, width])
+        f, q = (r(**FEED, random_words=words)["private_representation"]
+                for r in runners)
+        gaps.append(q - f)
+    assert np.abs(gaps[0]).max() > 0  # the weights did change
+    for gap in gaps[1:]:
+        np.testing.assert_allclose(gap, gaps[0], atol=1e-5)
+    for label, words in _bad_words(np.random.default_rng(1), width).items():
+        assert np.isnan(runners[1](**FEED, random_words=words)[
+            "private_representation"]).all(), label
+
+
+def test_int4_is_refused_with_the_string_in_model(runs, tmp_path):
+    """int4 with the string-in model: an ExportError naming both flags,
+    before any work (token-level runs: test_token_level_export_round_trip);
+    the sequence and code splits pass the split check."""
+    with pytest.raises(exporter.ExportError, match=(
+            r"--quantization=int4\) rewrites the token-id phone model only; "
+            r"--tokenizer_in_graph needs")):
+        exporter.export_run(runs["robust"], str(tmp_path / "x"),
+                            quantization="int4", tokenizer_in_graph=True)
+    assert not os.listdir(tmp_path)
+    options = exporter.ExportOptions("int4")
+    for split in exporter.INT4_SPLITS:
+        assert options.check_split(split) is options
+
+
 def test_word_dropout_exports_with_random_words(runs, tmp_path):
     from tfdptext.models import secure
 
@@ -438,6 +560,12 @@ def test_token_level_export_round_trip(runs, tmp_path, mode):
     run = str(tmp_path / mode)
     training.train(training.TrainConfig(**config), run,
                    dataset=runs["corpus"], verbose=0)
+    # 4-bit weights would change the rows the privatizer reads: refused.
+    with pytest.raises(exporter.ExportError, match=(
+            r"--quantization=int4\) is allowed for the split points "
+            r"\['sequence_representation', 'code'\] only .* split point is "
+            f"'{'token_representation' if mode == 'token_rep' else mode}'")):
+        exporter.export_run(run, str(tmp_path / "int4"), quantization="int4")
     out = str(tmp_path / "export")
     manifest = exporter.export_run(run, out, quantization="float32",
                                    lengths=[8])

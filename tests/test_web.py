@@ -3,12 +3,14 @@
 Serving's REST API), and the phone model's checks of its inputs.
 
 One small export is shared by every test here: the README quickstart's
-settings (code release, default lengths 16/32/64 at max_length 64, int8)
-on the tiny encoder, at epsilon 1 so that the channel test has power. The
+settings (code release, default lengths 16/32/64 at max_length 64, 4-bit
+weights: --quantization=int4) on the tiny encoder, at epsilon 1 so that the
+channel test has power. The
 browser tests skip, with the reason, where Debian's chromium, its driver
 or web/node_modules are missing (`make test` installs them).
 """
 
+import csv
 import datetime
 import gzip
 import json
@@ -66,7 +68,7 @@ def export(tmp_path_factory, tiny_preset):
     run = str(base / "quickstart")
     training.train(config, run, dataset=corpus, verbose=0)
     out = str(base / "export")
-    return out, exporter.export_run(run, out)
+    return out, exporter.export_run(run, out, quantization="int4")
 
 
 class _Counting:
@@ -113,6 +115,13 @@ def test_export_ships_test_vectors_and_input_status(export):
     out, manifest = export
     user = manifest["user"]
     assert user["lengths"] == [16, 32, 64]
+    # 4-bit weights, as the quickstart ships them: the tiny encoder's token
+    # embeddings (its other weights are under 1,024 values), read through
+    # DEQUANTIZE; the exporter's checks ran on the rewritten file.
+    assert user["quantization"] == "int4"
+    assert user["int4_weights"]["gather"] == 1
+    assert "DEQUANTIZE" in user["tflite_ops"]
+    assert not [op for op in user["tflite_ops"] if op.startswith("RANDOM")]
     assert user["tokenizer_vectors"] == rundir.TOKENIZER_VECTORS
     assert rundir.TOKENIZER_VECTORS in manifest["files"]
     assert user["tokenizer"]["unicode_spaces"] is True
@@ -786,6 +795,27 @@ def test_browser_releases_follow_the_python_channel(browser, http, export):
     expected = draws * categorical.transition_matrix(EPSILON, 2)[clean]
     assert stats.chisquare(web, expected).pvalue > 1e-4, (web, expected)
     assert stats.chi2_contingency(np.stack([web, py])).pvalue > 1e-4
+    # The int4 model in LiteRT.js computes Python's releases: 60 test texts
+    # with the same token ids and random words give the same outputs.
+    pipeline = ExportedPipeline(out)
+    with open(os.path.join(ROOT, "examples", "reviews_test.csv"),
+              newline="") as f:
+        texts = [row["text"] for row in csv.DictReader(f)][:60]
+    features = pipeline.tokenizer(texts)
+    feeds = []
+    for ids, mask in zip(features["token_ids"].numpy(),
+                         features["padding_mask"].numpy()):
+        model = pipeline.model_for(int(mask.sum()))
+        feeds.append((model, {
+            "token_ids": ids[None, :model.length],
+            "padding_mask": mask[None, :model.length],
+            "random_words": secure.os_random_words([1, model.random_words])}))
+    python = [pipeline.runners[model.length](**feed) for model, feed in feeds]
+    web = chromium.run_phone_model(
+        browser, [(model.signature, feed) for model, feed in feeds])
+    assert [{k: [int(v) for v in made[k].reshape(-1)] for k in made}
+            for made in python] == web
+    assert len({r["private_code"][0] for r in web}) == 2
 
 
 def test_browser_tokenizer_matches_python_on_hard_strings(browser, http,

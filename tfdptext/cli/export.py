@@ -3,7 +3,8 @@
     tfdptext-export --model_dir=runs/ag_eps0.05 --output_dir=exports/ag_eps0.05
 
 Writes user/privatizer.tflite (builtin ops only, no seeded random op;
-dynamic-range int8 by default, --quantization=float32 on request; one
+dynamic-range int8 by default, --quantization=float32 on request,
+--quantization=int4 for 4-bit weights (sequence and code releases); one
 signature per input length, --lengths, default 16, 32, 64, ... below the
 run's max_length plus max_length, so the app runs the shortest that fits), the
 vocabulary and tokenizer settings, server/<name>/<version>/ (a SavedModel
@@ -36,7 +37,12 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_string("output_dir", None, "New directory for the export.",
                         required=True, flag_values=flag_values)
     flags.DEFINE_enum("quantization", "int8", exporter.QUANTIZATIONS,
-                      "Weights of the phone model.", flag_values=flag_values)
+                      "Weights of the phone model: int8 (dynamic range), "
+                      "float32, or int4 (4-bit weights, one scale per row: "
+                      "about 60% of int8's size; for the sequence and code "
+                      "split points, whose guarantee does not read the "
+                      "weights).",
+                      flag_values=flag_values)
     flags.DEFINE_string("model_name", None, "TF Serving model name "
                         "(default: the run directory's name).",
                         flag_values=flag_values)

@@ -72,6 +72,7 @@ from tfdptext.privacy import text_checks
 from tfdptext.data import tokenizer_vectors
 from tfdptext.data.tokenization import TextTokenizer
 from tfdptext.errors import TfdptextError
+from tfdptext.export import int4
 from tfdptext.export import tables
 from tfdptext.export import text_input
 from tfdptext.export import tflite
@@ -91,6 +92,7 @@ import tfdptext.layers  # noqa: F401
 import tfdptext.models  # noqa: F401
 
 # The choices (noise source, quantization) live in a pure module.
+from tfdptext.export.choices import INT4_SPLITS  # noqa: E402
 from tfdptext.export.choices import NOISE_INPUT  # noqa: E402
 from tfdptext.export.choices import NOISE_INTERNAL  # noqa: E402
 from tfdptext.export.choices import NOISE_SOURCES  # noqa: E402
@@ -161,6 +163,11 @@ class ExportOptions:
             raise ExportError(f"`quantization` must be one of "
                               f"{QUANTIZATIONS}, received "
                               f"{self.quantization!r}.")
+        if self.int4 and self.tokenizer_in_graph:
+            raise ExportError(
+                "`quantization`=int4 (--quantization=int4) rewrites the "
+                "token-id phone model only; --tokenizer_in_graph needs "
+                "--quantization=int8 or float32.")
         if not isinstance(self.version, int) or self.version < 1:
             raise ExportError(f"`version` must be an integer >= 1, got "
                               f"{self.version!r}.")
@@ -168,7 +175,31 @@ class ExportOptions:
 
     @property
     def quantize(self):
+        """The converter's dynamic-range int8 quantization."""
         return self.quantization == "int8"
+
+    @property
+    def int4(self):
+        """4-bit weights, rewritten into the float32 conversion
+        (`tfdptext.export.int4`)."""
+        return self.quantization == "int4"
+
+    def check_split(self, split_point):
+        """ExportError unless the quantization fits the run's split point:
+        int4 only where the guarantee does not read the weights
+        (INT4_SPLITS)."""
+        if self.int4 and split_point not in INT4_SPLITS:
+            raise ExportError(
+                f"`quantization`=int4 (--quantization=int4) is allowed for "
+                f"the split points {list(INT4_SPLITS)} only (min-max or "
+                f"sigmoid + Laplace or d_chi on the text's vector, and the "
+                f"code release), whose guarantee does not depend on the "
+                f"weights; this run's split point is {split_point!r}, whose "
+                f"privatizer reads rows of an embedding table that 4-bit "
+                f"weights would change. Export it with "
+                f"--quantization=int8 (the guarantee is then stated over the "
+                f"int8 table) or float32.")
+        return self
 
 
 def check_run_dir(model_dir):
@@ -487,7 +518,9 @@ def export_run(model_dir, output_dir, *, quantization="int8",
     Args:
         model_dir: a finished tfdptext-train run.
         output_dir: the new export directory (must not exist).
-        quantization: "int8" (dynamic-range weights) or "float32".
+        quantization: "int8" (dynamic-range weights), "float32", or "int4"
+            (4-bit weights, `tfdptext.export.int4`; sequence and code
+            splits only, without `tokenizer_in_graph`).
         model_name: the TF Serving model name (default: the run
             directory's name).
         version: the TF Serving version (>= 1).
@@ -525,6 +558,7 @@ def export_run(model_dir, output_dir, *, quantization="int8",
         raise ExportError(f"`output_dir` {output_dir} exists; choose a new "
                           "directory (exports are never overwritten).")
     source = check_run_dir(model_dir)
+    options.check_split(source.spec.name)
     _budget(source.split["guarantee"], options)  # refused before any work
     options = dataclasses.replace(
         options,
@@ -608,13 +642,19 @@ def convert_user_side(phones, out, options):
         {phone_signature(length, max_length): phone
          for length, phone in sorted(phones.items())},
         quantize=options.quantize, batch_size=1, temp_dir=out.path)
+    weights = None
+    if options.int4:  # the float32 conversion's weights, in 4 bits
+        tflite_bytes, weights = int4.rewrite(tflite_bytes)
     ops = tflite.check_unseeded_builtins(tflite_bytes)
     if options.noise_source == NOISE_INPUT and any(
             op.name in tflite.RANDOM_OPS for op in ops):
         raise ExportError("noise_source=input, but the model still draws "
                           "its own random numbers.")
     _write_bytes(out.file(rundir.PHONE_MODEL), tflite_bytes)
-    return _user_record(phones, options, sorted({op.name for op in ops}))
+    record = _user_record(phones, options, sorted({op.name for op in ops}))
+    if weights is not None:
+        record["int4_weights"] = weights
+    return record
 
 
 def _table_kind(privatizer, spec):
