@@ -462,7 +462,7 @@ def test_two_workers_train_on_the_chiefs_one_release(still_preset, tmp_path):
          "--distribute=multi_worker", "--mode=text_to_text", "--eta=80",
          "--label_epsilon=2", "--training_release=once",
          "--dataset=synthetic", "--max_length=16", "--epochs=2",
-         "--batch_size=16", "--max_train_examples=160",
+         "--batch_size=16", "--max_train_examples=64",
          "--max_dev_examples=32", f"--preset={still_preset}",
          f"--output_dir={tmp_path / 'run'}"],
         str(tmp_path), {**env, "TF_CONFIG": json.dumps({

@@ -58,7 +58,7 @@ def preset(tiny_preset):
 def train_flags(preset, epochs=EPOCHS):
     return ["--mode=robust", "--epsilon=2", f"--preset={preset}",
             "--max_length=16", "--batch_size=16", f"--epochs={epochs}",
-            "--max_train_examples=320", "--max_dev_examples=48",
+            "--max_train_examples=160", "--max_dev_examples=48",
             "--learning_rate=3e-3"]
 
 
