@@ -117,6 +117,8 @@ class _Server:
         with the child's pid, returns the answer sent when it ended."""
         answers = queue.Queue()
         with self.lock:
+            if self.dead:
+                raise RuntimeError("tests/zygote.py: the server died")
             self.count += 1
             key = self.count
             self.pending[key] = answers
@@ -378,8 +380,11 @@ def _serve_loop(answers):
     import time
 
     def answer(message):
-        answers.write(json.dumps(message) + "\n")
-        answers.flush()
+        try:
+            answers.write(json.dumps(message) + "\n")
+            answers.flush()
+        except OSError:  # the test process is gone: stdin ends next
+            pass
 
     children = {}  # pidfd: {"id", "pid", "deadline", "timed_out"}
     pending = b""
