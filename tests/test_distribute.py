@@ -361,10 +361,9 @@ def _forget_global_seeds():
 
 
 class _Forked:
-    """A worker forked by zygote in the background, with Popen's
-    `communicate`, `returncode` and `kill` for `_finish`. zygote forks one
-    command at a time: at most one worker of a cluster runs this way, the
-    others as subprocesses beside it."""
+    """A worker forked by zygote in the background (every worker of a
+    cluster runs at once this way), with Popen's `communicate`,
+    `returncode` and `kill` for `_finish`."""
 
     def __init__(self, argv, cwd, env):
         self.returncode = None
@@ -378,20 +377,18 @@ class _Forked:
         return result.stdout, None
 
     def kill(self):
-        """zygote's own timeout kills a forked command."""
+        import signal
 
-
-def _worker(argv, cwd, env, forked):
-    """The worker process: forked by zygote, or a subprocess."""
-    if forked:
-        return _Forked(argv, cwd, env)
-    return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+        if self.job.pid is not None and self.job.running():
+            try:
+                os.killpg(self.job.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _start_workers(commands, hosts, output_dir, preset, cwd):
-    """Each command with its TF_CONFIG pointing at `hosts`: the first
-    forked by zygote, the others as subprocesses."""
+    """Each command with its TF_CONFIG pointing at `hosts`, all forked by
+    zygote at once."""
     env = _cpu_env()
     processes = []
     for tf_config, argv in commands:
@@ -402,12 +399,11 @@ def _start_workers(commands, hosts, output_dir, preset, cwd):
         # none); the output directory is the test's.
         flags = [a for a in argv[1:] if not a.startswith(
             ("--output_dir", "--epsilon", "--eta"))]
-        processes.append(_worker(
+        processes.append(_Forked(
             [sys.executable, "-m", "tfdptext.cli.train", *flags,
              *MULTI_WORKER_FAST, f"--preset={preset}",
              f"--output_dir={output_dir}"], cwd,
-            {**env, "TF_CONFIG": json.dumps(tf_config), "PYTHONPATH": ROOT},
-            forked=not processes))
+            {**env, "TF_CONFIG": json.dumps(tf_config), "PYTHONPATH": ROOT}))
     return processes
 
 
@@ -434,8 +430,7 @@ def test_two_worker_processes_train_one_run_as_one_worker(still_preset,
     assert all("--distribute=multi_worker" in argv for _, argv in commands)
     assert commands[0][1] == commands[1][1]  # the same command
     ports = _free_ports(3)
-    # The two-worker cluster, then the one-worker one (zygote forks one
-    # worker at a time).
+    # The two-worker cluster, then the one-worker one.
     _finish(_start_workers(commands, [f"localhost:{p}" for p in ports[:2]],
                            "two", still_preset, tmp_path))
     _finish(_start_workers(commands[:1], [f"localhost:{ports[2]}"], "one",
@@ -462,17 +457,17 @@ def test_two_workers_train_on_the_chiefs_one_release(still_preset, tmp_path):
     every text and label a second time)."""
     hosts = [f"localhost:{p}" for p in _free_ports(2)]
     env = _cpu_env(PYTHONPATH=ROOT)
-    processes = [_worker(
+    processes = [_Forked(
         [sys.executable, "-m", "tfdptext.cli.train",
          "--distribute=multi_worker", "--mode=text_to_text", "--eta=80",
          "--label_epsilon=2", "--training_release=once",
          "--dataset=synthetic", "--max_length=16", "--epochs=2",
-         "--batch_size=16", "--max_train_examples=160",
+         "--batch_size=16", "--max_train_examples=64",
          "--max_dev_examples=32", f"--preset={still_preset}",
          f"--output_dir={tmp_path / 'run'}"],
         str(tmp_path), {**env, "TF_CONFIG": json.dumps({
             "cluster": {"worker": hosts},
-            "task": {"type": "worker", "index": i}})}, forked=i == 0)
+            "task": {"type": "worker", "index": i}})})
         for i in range(2)]
     chief, other = _finish(processes)
     drawing = "Releasing the"  # user_release's message when it draws

@@ -58,7 +58,7 @@ def preset(tiny_preset):
 def train_flags(preset, epochs=EPOCHS):
     return ["--mode=robust", "--epsilon=2", f"--preset={preset}",
             "--max_length=16", "--batch_size=16", f"--epochs={epochs}",
-            "--max_train_examples=320", "--max_dev_examples=48",
+            "--max_train_examples=160", "--max_dev_examples=48",
             "--learning_rate=3e-3"]
 
 
@@ -82,20 +82,18 @@ def _run_and_kill(program, args, env, log, ready, timeout=240):
                 raise AssertionError(
                     f"{os.path.basename(program)} exited before the kill "
                     f"point:\n{open(log).read()[-3000:]}")
-            pid = _process_of(program)
-            if pid is not None and ready():
-                os.kill(pid, signal.SIGKILL)
+            if job.pid is not None and ready():
+                os.kill(job.pid, signal.SIGKILL)
                 result = _write_log(log, job)
                 assert result is not None and \
                     result.returncode == -signal.SIGKILL, open(log).read()
-                return pid
+                return job.pid
             time.sleep(0.02)
         raise AssertionError(f"kill point not reached in {timeout} s")
     finally:
         if job.running():
-            pid = _process_of(program)
-            if pid is not None:
-                os.kill(pid, signal.SIGKILL)
+            if job.pid is not None:
+                os.kill(job.pid, signal.SIGKILL)
             _write_log(log, job)
 
 
@@ -111,46 +109,6 @@ def _write_log(log, job):
     with open(log, "w") as out:
         out.write(result.stdout + result.stderr)
     return result
-
-
-def _children(pid):
-    """The pids of `pid`'s children (those of each of its threads)."""
-    found = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for task in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                found += [int(p) for p in f.read().split()]
-        except OSError:
-            pass
-    return found
-
-
-def _command_line(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _process_of(program):
-    """The pid of the process running `program` for this test: the child
-    of zygote's server that is a forked copy of it (the same command line;
-    one at a time), or, where zygote ran it as a subprocess, a child of
-    this process; None before it starts."""
-    for child in _children(os.getpid()):
-        line = _command_line(child)
-        if program in line:
-            return child
-        if "zygote.serve()" in line:
-            forked = [p for p in _children(child) if _command_line(p) == line]
-            if forked:
-                return forked[0]
-    return None
 
 
 def _epochs_backed_up(run_dir):

@@ -76,3 +76,56 @@ def test_another_backend_or_interpreter_option_runs_fresh(monkeypatch):
                       capture_output=True, text=True).stdout == "False\n"
     assert zygote.run([sys.executable, "-c", code], capture_output=True,
                       text=True).stdout == "True\n"
+
+
+# Each waits (up to 60 s) for the other's file: they finish only if both
+# run at once.
+MEET = """
+import os, sys, time
+mine, other = sys.argv[1:]
+open(mine, "w").write(str(os.getpid()))
+deadline = time.monotonic() + 60
+while not os.path.exists(other):
+    if time.monotonic() > deadline:
+        sys.exit("never met " + other)
+    time.sleep(0.02)
+print(os.getpid())
+"""
+
+
+def test_background_children_run_at_once_and_know_their_pids(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    # The second runs fresh (another backend), so it has its Popen pid.
+    jobs = [zygote.Background([sys.executable, "-c", MEET, a, b],
+                              capture_output=True, text=True, timeout=120),
+            zygote.Background([sys.executable, "-c", MEET, b, a],
+                              capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, KERAS_BACKEND="jax"))]
+    results = [job.result(120) for job in jobs]
+    for job, result in zip(jobs, results):
+        assert result.returncode == 0, result.stderr
+        assert int(result.stdout) == job.pid == job.wait_started()
+    assert jobs[0].pid != jobs[1].pid
+    assert hasattr(results[0], "cpu_seconds")  # forked
+    assert not hasattr(results[1], "cpu_seconds")  # a subprocess
+
+
+def test_a_background_timeout_kills_only_its_own_child(tmp_path):
+    import time
+
+    sleeper = zygote.Background(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        capture_output=True, timeout=10)
+    pid = sleeper.wait_started(60)
+    assert pid is not None
+    # Another child starts and ends while the first is still running.
+    quick = zygote.run([sys.executable, "-c", "print('quick')"],
+                       capture_output=True, text=True, timeout=60)
+    assert quick.stdout == "quick\n"
+    assert sleeper.running()
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        sleeper.result(60)
+    assert time.monotonic() - start < 40
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(pid, 0)

@@ -19,6 +19,10 @@ TensorFlow's logging level, PYTHONPATH entries the server lacks, ...).
 `TFDPTEXT_TEST_NO_ZYGOTE=1` sends every command to `subprocess.run`, to
 check that a failure is not the fork's.
 
+Several commands may run at once (`Background`: the workers of a
+cluster, a program killed by the test): the server answers each request
+with the child's pid when it starts and with its exit status when it ends.
+
 The server never runs a TensorFlow op: it only imports, so it holds no
 eager context and no thread pool for the children to inherit in use.
 """
@@ -29,6 +33,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import queue
 import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,14 +106,55 @@ class _Server:
             raise RuntimeError(
                 "tests/zygote.py: the server did not start:\n"
                 + self.log.read().decode("utf-8", "replace")[-3000:])
+        self.lock = threading.Lock()
+        self.pending = {}  # request id: the queue of its answers
+        self.count = 0
+        self.dead = False
+        threading.Thread(target=self._read_answers, daemon=True).start()
 
-    def request(self, message):
-        self.process.stdin.write(json.dumps(message) + "\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline()
-        if not answer:
-            raise RuntimeError("tests/zygote.py: the server died")
-        return json.loads(answer)
+    def request(self, message, started=None):
+        """Sends `message`, calls `started(pid)` when the server answers
+        with the child's pid, returns the answer sent when it ended."""
+        answers = queue.Queue()
+        with self.lock:
+            if self.dead:
+                raise RuntimeError("tests/zygote.py: the server died")
+            self.count += 1
+            key = self.count
+            self.pending[key] = answers
+            try:
+                self.process.stdin.write(
+                    json.dumps({**message, "id": key}) + "\n")
+                self.process.stdin.flush()
+            except OSError:
+                self.pending.pop(key)
+                raise RuntimeError("tests/zygote.py: the server died")
+        try:
+            for _ in range(2):
+                answer = answers.get()
+                if answer is None:
+                    raise RuntimeError("tests/zygote.py: the server died")
+                if "pid" in answer and started is not None:
+                    started(answer["pid"])
+            return answer
+        finally:
+            with self.lock:
+                self.pending.pop(key, None)
+
+    def _read_answers(self):
+        """The reader thread: hands each answer to its request (each
+        request gets two: the pid when its child started, the status when
+        it ended); None to every waiting request when the server dies."""
+        for line in self.process.stdout:
+            answer = json.loads(line)
+            with self.lock:
+                answers = self.pending.get(answer["id"])
+            if answers is not None:
+                answers.put(answer)
+        with self.lock:
+            self.dead = True
+            for answers in self.pending.values():
+                answers.put(None)
 
     def close(self):
         try:
@@ -122,7 +168,7 @@ class _Server:
 
 def _server():
     global _SERVER
-    if _SERVER is None or _SERVER.process.poll() is not None:
+    if _SERVER is None or _SERVER.dead or _SERVER.process.poll() is not None:
         _SERVER = _Server(_server_environment())
         atexit.register(_SERVER.close)
     return _SERVER
@@ -140,10 +186,24 @@ def run(argv, *, cwd=None, env=None, input=None, timeout=None,
         stderr=None, encoding=None, errors=None):
     """`subprocess.run(argv, ...)` for the keywords the tests use; commands
     of this Python run forked from the server (see the module docstring)."""
+    return _run(argv, None, cwd=cwd, env=env, input=input, timeout=timeout,
+                capture_output=capture_output, text=text, check=check,
+                stdout=stdout, stderr=stderr, encoding=encoding,
+                errors=errors)
+
+
+def _run(argv, started, *, cwd, env, input, timeout, capture_output, text,
+         check, stdout, stderr, encoding, errors):
+    """`run`, calling `started(pid)` (if given) once the child runs."""
     env = dict(os.environ if env is None else env)
     redirected = stdout not in (None, subprocess.PIPE) or stderr not in (
         None, subprocess.PIPE, subprocess.STDOUT)
     if redirected or not _servable(argv, env, _server_env()):
+        if started is not None:
+            return _popen_run(argv, started, cwd=cwd, env=env, input=input,
+                              timeout=timeout, capture_output=capture_output,
+                              text=text, check=check, stdout=stdout,
+                              stderr=stderr, encoding=encoding, errors=errors)
         return subprocess.run(
             argv, cwd=cwd, env=env, input=input, timeout=timeout,
             capture_output=capture_output, text=text, check=check,
@@ -159,11 +219,12 @@ def run(argv, *, cwd=None, env=None, input=None, timeout=None,
             with open(paths[name], "wb") as f:
                 f.write(data if name == "stdin" else b"")
         with _LOCK:
-            answer = _server().request({
-                "argv": list(argv[1:]), "cwd": os.path.abspath(
-                    os.fspath(cwd) if cwd is not None else os.getcwd()),
-                "env": env, "timeout": timeout,
-                "merge_stderr": stderr == subprocess.STDOUT, **paths})
+            server = _server()
+        answer = server.request({
+            "argv": list(argv[1:]), "cwd": os.path.abspath(
+                os.fspath(cwd) if cwd is not None else os.getcwd()),
+            "env": env, "timeout": timeout,
+            "merge_stderr": stderr == subprocess.STDOUT, **paths}, started)
         outputs = []
         for name in ("stdout", "stderr"):
             with open(paths[name], "rb") as f:
@@ -195,26 +256,79 @@ def run(argv, *, cwd=None, env=None, input=None, timeout=None,
     return result
 
 
+def _popen_run(argv, started, *, cwd, env, input, timeout, capture_output,
+               text, check, stdout, stderr, encoding, errors):
+    """subprocess.run's own steps (Popen, communicate, kill on timeout),
+    calling `started(pid)` once the process runs: for a Background
+    command that is not forked."""
+    if capture_output:
+        if stdout is not None or stderr is not None:
+            raise ValueError("stdout and stderr arguments may not be used "
+                             "with capture_output.")
+        stdout = stderr = subprocess.PIPE
+    with subprocess.Popen(
+            argv, cwd=cwd, env=env, text=text, encoding=encoding,
+            errors=errors, stdout=stdout, stderr=stderr,
+            stdin=None if input is None else subprocess.PIPE) as process:
+        started(process.pid)
+        try:
+            out, err = process.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired as expired:
+            process.kill()
+            expired.output, expired.stderr = process.communicate()
+            raise
+        except BaseException:
+            process.kill()
+            raise
+    result = subprocess.CompletedProcess(argv, process.returncode, out, err)
+    if check:
+        result.check_returncode()
+    return result
+
+
 class Background:
     """`run(argv, **kwargs)` in a thread, while the caller goes on (e.g.
-    to kill the child, or to start the other worker of a cluster). The
-    server forks one command at a time: one Background at a time runs
-    forked, others wait for it. `result` joins it."""
+    to kill the child, or to start the other workers of a cluster): the
+    server runs several children at once. `pid` is the child's process id
+    once it runs (None before; the leader of its own process group when
+    forked); `result` joins it."""
 
     def __init__(self, argv, **kwargs):
         self._done = {}
+        self.pid = None
+        self._started = threading.Event()
+
+        def started(pid):
+            self.pid = pid
+            self._started.set()
+
+        keywords = dict(cwd=None, env=None, input=None, timeout=None,
+                        capture_output=False, text=False, check=False,
+                        stdout=None, stderr=None, encoding=None, errors=None)
+        unknown = set(kwargs) - set(keywords)
+        if unknown:
+            raise TypeError(f"zygote.Background: unexpected {sorted(unknown)}")
+        keywords.update(kwargs)
 
         def target():
             try:
-                self._done["result"] = run(argv, **kwargs)
+                self._done["result"] = _run(argv, started, **keywords)
             except BaseException as err:  # re-raised by `result`
                 self._done["error"] = err
+            finally:
+                self._started.set()
 
         self._thread = threading.Thread(target=target, daemon=True)
         self._thread.start()
 
     def running(self):
         return self._thread.is_alive()
+
+    def wait_started(self, timeout=None):
+        """The child's pid once it runs (None if it never started: `result`
+        then raises why)."""
+        self._started.wait(timeout)
+        return self.pid
 
     def result(self, timeout=None):
         """The CompletedProcess, or the exception `run` raised;
@@ -236,8 +350,14 @@ def _echo(stream, data):
 # --- the server -------------------------------------------------------------
 
 def serve():
-    """Imports the stack, then forks one child per request read from
-    stdin, answering each with the child's exit status."""
+    """Imports the stack, then forks a child per request read from stdin
+    (several may run at once), answering each request twice: with the
+    child's pid when it starts, with its exit status when it ends.
+
+    One thread only: the children are forked from this loop, which waits
+    on stdin and on each child's pidfd with select, and kills a child's
+    process group when its timeout passes. At the end of stdin (the test
+    process exited) the children still running are killed."""
     import importlib
 
     answers = os.fdopen(os.dup(1), "w")
@@ -250,38 +370,82 @@ def serve():
     sys.path[:] = [p for p in sys.path
                    if p not in ("", os.path.dirname(__file__))]
     sys.path.insert(0, "")  # each child sets its own sys.path[0]
-    requests = sys.stdin
     print("ready", file=answers, flush=True)
-    for line in requests:
-        message = json.loads(line)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(message)  # never returns
-        answers.write(json.dumps(_wait(pid, message["timeout"])) + "\n")
-        answers.flush()
+    _serve_loop(answers)
 
 
-def _wait(pid, timeout):
+def _serve_loop(answers):
     import select
     import signal
+    import time
 
-    descriptor = os.pidfd_open(pid)
+    def answer(message):
+        try:
+            answers.write(json.dumps(message) + "\n")
+            answers.flush()
+        except OSError:  # the test process is gone: stdin ends next
+            pass
+
+    children = {}  # pidfd: {"id", "pid", "deadline", "timed_out"}
+    pending = b""
+    reading = True
+    while reading or children:
+        now = time.monotonic()
+        deadlines = [c["deadline"] for c in children.values()
+                     if c["deadline"] is not None and not c["timed_out"]]
+        wait = max(0.0, min(deadlines) - now) if deadlines else None
+        ready, _, _ = select.select(
+            ([0] if reading else []) + list(children), [], [], wait)
+        for fd, child in list(children.items()):
+            if fd in ready:
+                _, status, usage = os.wait4(child["pid"], 0)
+                os.close(fd)
+                del children[fd]
+                answer({"id": child["id"],
+                        "returncode": os.waitstatus_to_exitcode(status),
+                        "timed_out": child["timed_out"],
+                        "cpu_seconds": usage.ru_utime + usage.ru_stime})
+            elif (child["deadline"] is not None and not child["timed_out"]
+                  and time.monotonic() >= child["deadline"]):
+                child["timed_out"] = True
+                _kill_group(child["pid"], signal.SIGKILL)
+        if reading and 0 in ready:
+            data = os.read(0, 1 << 16)
+            if not data:
+                reading = False
+                for child in children.values():
+                    _kill_group(child["pid"], signal.SIGKILL)
+                continue
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                message = json.loads(line)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    # Not the server's descriptors: answers, the other
+                    # children's pidfds.
+                    for fd in [answers.fileno(), *children]:
+                        os.close(fd)
+                    _child(message)  # never returns
+                try:  # as the child does: no kill can miss its group
+                    os.setpgid(pid, pid)
+                except OSError:
+                    pass
+                timeout = message["timeout"]
+                children[os.pidfd_open(pid)] = {
+                    "id": message["id"], "pid": pid, "timed_out": False,
+                    "deadline": None if timeout is None
+                    else time.monotonic() + timeout}
+                answer({"id": message["id"], "pid": pid})
+
+
+def _kill_group(pid, sig):
     try:
-        ready, _, _ = select.select([descriptor], [], [], timeout)
-        timed_out = not ready
-        if timed_out:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _, status, usage = os.wait4(pid, 0)
-    finally:
-        os.close(descriptor)
-    return {"returncode": os.waitstatus_to_exitcode(status),
-            "timed_out": timed_out,
-            "cpu_seconds": usage.ru_utime + usage.ru_stime}
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def _child(message):
