@@ -94,9 +94,11 @@ def overrides(program, argv, preset):
         # default length is converted in tests/test_export.py).
         "tfdptext-export": [] if any(a.startswith("--lengths")
                                      for a in argv) else ["--lengths=16"],
+        # --train_args repeats; --eval_args is a list (its last value
+        # wins): the fast flags in one.
         "tfdptext-sweep": [f"--train_args=--preset={preset}",
                            *[f"--train_args={f}" for f in FAST],
-                           *[f"--eval_args={f}" for f in EVAL_FAST]],
+                           "--eval_args=" + ",".join(EVAL_FAST)],
         # One small phone model, refusals only (the channel test of every
         # mechanism's phone model runs in tests/test_audit.py and
         # tests/test_partial_buffers.py).
@@ -298,11 +300,14 @@ def _record(name, argv, cwd):
             cwd, _flag(argv, "output_dir", os.path.join(model_dir, "eval")))
 
 
-def _seed_sweep(argv, cwd):
-    """Copies into a tfdptext-sweep's directory the cells that earlier
-    commands already trained (and evaluated) with the same effective
-    flags: the sweep skips them as it skips finished cells on a re-run,
-    and trains and evaluates the others."""
+def _seed_sweep(argv, cwd, run):
+    """Fills a tfdptext-sweep's directory before it runs: the cells that
+    earlier commands trained (and evaluated) with the same effective flags
+    are copied, the others trained and evaluated here with the commands
+    the sweep would run (`run`: through the zygote, where the sweep's own
+    children would each import TensorFlow). The sweep then skips them as
+    it skips finished cells on a re-run and writes its summary and curves
+    (its children are run by tests/test_faults.py's killed sweep)."""
     from tfdptext.evaluation import sweep
 
     values = {}
@@ -313,21 +318,49 @@ def _seed_sweep(argv, cwd):
                   *values.get("train_args", [])]
     eval_args = [*[f"--reference_run={r}" for r in
                    values.get("reference_run", [])[-1:]],
-                 *[a for v in values.get("eval_args", [])
-                   for a in v.split(",")]]
+                 *[a for a in values.get("eval_args", [""])[-1].split(",")
+                   if a]]
     output_dir = os.path.join(cwd, values["output_dir"][-1])
     for cell in sweep.parse_grid(values["grid"]):
         cell_args = [*train_args, *[f"--{k}={v}" for k, v in cell.items()]]
+        run_dir = os.path.join(output_dir, sweep.cell_name(cell))
         earlier = _RAN.get(("tfdptext-train", _effective(cell_args, cwd)))
         if earlier is None:
-            continue
-        run_dir = os.path.join(output_dir, sweep.cell_name(cell))
-        shutil.copytree(earlier, run_dir,
-                        ignore=shutil.ignore_patterns("eval"))
-        evaluated = _EVALUATED.get((os.path.realpath(earlier), _effective(
-            eval_args, cwd, leave=_PLACES)))
-        if evaluated is not None:
-            shutil.copytree(evaluated, os.path.join(run_dir, "eval"))
+            run("tfdptext-train", [*cell_args, f"--output_dir={run_dir}"])
+        else:
+            shutil.copytree(earlier, run_dir,
+                            ignore=shutil.ignore_patterns("eval"))
+            earlier = _EVALUATED.get((os.path.realpath(earlier), _effective(
+                eval_args, cwd, leave=_PLACES)))
+        if earlier is None:
+            run("tfdptext-eval", [f"--model_dir={run_dir}",
+                                  f"--output_dir={run_dir}/eval",
+                                  *eval_args])
+        else:
+            shutil.copytree(earlier, os.path.join(run_dir, "eval"))
+
+
+def _runner(doc, cwd, env):
+    """run(name, argv): runs program `name` with `argv` (overrides
+    included) in `cwd` through the zygote, checks that it succeeded, logs
+    its CPU time ($TFDPTEXT_DOCS_CPU_LOG) and records what it wrote."""
+
+    def run(name, argv):
+        result = zygote.run(
+            [sys.executable, "-m", f"tfdptext.cli.{MODULES[name]}", *argv],
+            cwd=str(cwd), capture_output=True, text=True, timeout=600,
+            env=env)
+        if os.environ.get("TFDPTEXT_DOCS_CPU_LOG"):
+            with open(os.environ["TFDPTEXT_DOCS_CPU_LOG"], "a") as log:
+                log.write(f"{doc}\t{name}\t"
+                          f"{getattr(result, 'cpu_seconds', -1):.1f}\t"
+                          f"{' '.join(argv)[:120]}\n")
+        assert result.returncode == 0, (
+            f"{doc}: {name} {' '.join(argv)}\n{result.stderr[-3000:]}")
+        _record(name, argv, str(cwd))
+        return result
+
+    return run
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -343,25 +376,16 @@ def test_every_command_runs(doc, tiny_preset, tmp_path, request):
               if os.path.isdir(SHARED) else SHARED)
     cwd = _workspace(tmp_path, shared)
     env = {**os.environ, "PYTHONPATH": ROOT}
+    run = _runner(doc, cwd, env)
     for name, argv in runnable:
-        command = [sys.executable, "-m", f"tfdptext.cli.{MODULES[name]}",
-                   *_resolve(argv, shared),
-                   *overrides(name, argv, tiny_preset)]
-        if _reuse(name, command[3:], cwd):
+        argv_run = [*_resolve(argv, shared),
+                    *overrides(name, argv, tiny_preset)]
+        if _reuse(name, argv_run, cwd):
             continue
         if name == "tfdptext-sweep":
-            _seed_sweep(command[3:], str(cwd))
-        result = zygote.run(command, cwd=str(cwd), capture_output=True,
-                            text=True, timeout=600, env=env)
-        if os.environ.get("TFDPTEXT_DOCS_CPU_LOG"):
-            with open(os.environ["TFDPTEXT_DOCS_CPU_LOG"], "a") as log:
-                log.write(f"{doc}\t{name}\t"
-                          f"{getattr(result, 'cpu_seconds', -1):.1f}\t"
-                          f"{' '.join(argv)[:120]}\n")
-        assert result.returncode == 0, (
-            f"{doc}: {name} {' '.join(argv)}\n{result.stderr[-3000:]}")
+            _seed_sweep(argv_run, str(cwd), run)
+        result = run(name, argv_run)
         if name == "tfdptext-predict":
             # The answer is a label name of the run's data.
             assert re.search(r"label \w+ \(\d+\)", result.stdout), \
                 result.stdout
-        _record(name, command[3:], str(cwd))
