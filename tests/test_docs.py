@@ -2,19 +2,22 @@
 the documentation cannot rot.
 
 A command is a line (with its backslash continuations) of a ```sh block.
-Each is a tfdptext program, run in the order the document shows them in a
-fresh directory holding copies of what the documents name (examples/,
-train/flags/ and small files), with ../shared/data resolved to a copy cut
-to a few hundred texts per split (`small_shared`). Each runs as written with overrides appended for speed: the tiny
-encoder instead of MiniLM, short texts, few examples and steps, fewer audit
-samples (`overrides`). A train or export whose effective flags (flag
-files expanded, later flags winning) equal an earlier command's is not
-run again: its output is copied (`_reuse`); a sweep's cells that earlier
-commands trained and evaluated with the same flags are copied into its
-directory, and the sweep skips them as it skips finished cells on a
-re-run (`_seed_sweep`). The `make` targets are run elsewhere (`COVERED`).
-A second, fast test parses every command's flags with the program's own
-flag definitions, so a renamed or removed flag fails at once.
+Each is a tfdptext program, run in the order the document shows them in
+a fresh directory holding copies of what the documents name (examples/,
+train/flags/ and small files), with ../shared/data resolved to a copy
+cut to a few hundred texts per split (`small_shared`). Each runs as
+written with overrides appended for speed: the tiny encoder instead of
+MiniLM, short texts, few examples and steps, fewer audit samples
+(`overrides`). A train or export whose effective flags (flag files
+expanded, later flags winning) equal an earlier command's is not run
+again: its output is copied (`_reuse`); a sweep's cells are put in its
+directory before it runs, copied where earlier commands trained and
+evaluated them with the same flags, else trained and evaluated through
+the zygote with the commands the sweep would run, and the sweep skips
+them as it skips finished cells on a re-run (`_seed_sweep`). The `make`
+targets are run elsewhere (`COVERED`). A second, fast test parses every
+command's flags with the program's own flag definitions, so a renamed or
+removed flag fails at once.
 """
 
 import glob
@@ -73,9 +76,13 @@ RUN_ELSEWHERE = {
 EVAL_FAST = ["--max_attack_examples=24", "--deniability_tokens=3",
              "--deniability_samples=10", "--plots=false",
              "--attackers=logistic_regression"]
-# Appended to each program's command (later flags win in absl).
+# Appended to each program's command (later flags win in absl). One batch
+# of the 48 training examples, and few of the test split's: each model
+# call outside the traced functions is an eager call of the whole model
+# (on the loaded 2-core machine, one train took 11.8 CPU-s at 64 where it
+# took 15.5 at 16).
 FAST = ["--max_length=64", "--epochs=1", "--max_train_examples=48",
-        "--max_dev_examples=16", "--batch_size=16"]
+        "--max_dev_examples=16", "--batch_size=64"]
 
 
 def overrides(program, argv, preset):
@@ -107,7 +114,10 @@ def overrides(program, argv, preset):
         if "--random_words" in argv
         else ["--mechanisms=laplace_vector,broken_noise_off",
               "--samples=20000"],
-        "tfdptext-binarize": ["--epochs=1", "--report_sample=100"],
+        # Every word of the table still coded (the corpus guide's train
+        # --codes must cover the tokenizer's vocabulary), in few steps.
+        "tfdptext-binarize": ["--epochs=1", "--report_sample=100",
+                              "--batch_size=2048"],
         # Every mechanism on the encoder's embeddings (not brr's codes).
         "tfdptext-privatize-corpus": [] if any(
             a.startswith("--codes") for a in argv) else tiny,
