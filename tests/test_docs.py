@@ -97,10 +97,12 @@ def overrides(program, argv, preset):
                               "--max_length=32", "--max_examples=64",
                               "--heldout_examples=16", "--batch_size=8"],
         "tfdptext-eval": EVAL_FAST,
-        # One phone-model length unless the command chooses them (every
-        # default length is converted in tests/test_export.py).
+        # Two short phone-model lengths unless the command chooses them
+        # (every default length is converted in tests/test_export.py):
+        # the export guide's --lengths=16,32, so that its export of the
+        # quickstart run is the README's, copied.
         "tfdptext-export": [] if any(a.startswith("--lengths")
-                                     for a in argv) else ["--lengths=16"],
+                                     for a in argv) else ["--lengths=16,32"],
         # --train_args repeats; --eval_args is a list (its last value
         # wins): the fast flags in one.
         "tfdptext-sweep": [f"--train_args=--preset={preset}",
