@@ -2,19 +2,22 @@
 the documentation cannot rot.
 
 A command is a line (with its backslash continuations) of a ```sh block.
-Each is a tfdptext program, run in the order the document shows them in a
-fresh directory holding copies of what the documents name (examples/,
-train/flags/ and small files), with ../shared/data resolved to a copy cut
-to a few hundred texts per split (`small_shared`). Each runs as written with overrides appended for speed: the tiny
-encoder instead of MiniLM, short texts, few examples and steps, fewer audit
-samples (`overrides`). A train or export whose effective flags (flag
-files expanded, later flags winning) equal an earlier command's is not
-run again: its output is copied (`_reuse`); a sweep's cells that earlier
-commands trained and evaluated with the same flags are copied into its
-directory, and the sweep skips them as it skips finished cells on a
-re-run (`_seed_sweep`). The `make` targets are run elsewhere (`COVERED`).
-A second, fast test parses every command's flags with the program's own
-flag definitions, so a renamed or removed flag fails at once.
+Each is a tfdptext program, run in the order the document shows them in
+a fresh directory holding copies of what the documents name (examples/,
+train/flags/ and small files), with ../shared/data resolved to a copy
+cut to a few hundred texts per split (`small_shared`). Each runs as
+written with overrides appended for speed: the tiny encoder instead of
+MiniLM, short texts, few examples and steps, fewer audit samples
+(`overrides`). A train or export whose effective flags (flag files
+expanded, later flags winning) equal an earlier command's is not run
+again: its output is copied (`_reuse`); a sweep's cells are put in its
+directory before it runs, copied where earlier commands trained and
+evaluated them with the same flags, else trained and evaluated through
+the zygote with the commands the sweep would run, and the sweep skips
+them as it skips finished cells on a re-run (`_seed_sweep`). The `make`
+targets are run elsewhere (`COVERED`). A second, fast test parses every
+command's flags with the program's own flag definitions, so a renamed or
+removed flag fails at once.
 """
 
 import glob
@@ -73,9 +76,13 @@ RUN_ELSEWHERE = {
 EVAL_FAST = ["--max_attack_examples=24", "--deniability_tokens=3",
              "--deniability_samples=10", "--plots=false",
              "--attackers=logistic_regression"]
-# Appended to each program's command (later flags win in absl).
+# Appended to each program's command (later flags win in absl). One batch
+# of the 48 training examples, and few of the test split's: each model
+# call outside the traced functions is an eager call of the whole model
+# (on the loaded 2-core machine, one train took 11.8 CPU-s at 64 where it
+# took 15.5 at 16).
 FAST = ["--max_length=64", "--epochs=1", "--max_train_examples=48",
-        "--max_dev_examples=16", "--batch_size=16"]
+        "--max_dev_examples=16", "--batch_size=64"]
 
 
 def overrides(program, argv, preset):
@@ -90,13 +97,17 @@ def overrides(program, argv, preset):
                               "--max_length=32", "--max_examples=64",
                               "--heldout_examples=16", "--batch_size=8"],
         "tfdptext-eval": EVAL_FAST,
-        # One phone-model length unless the command chooses them (every
-        # default length is converted in tests/test_export.py).
+        # Two short phone-model lengths unless the command chooses them
+        # (every default length is converted in tests/test_export.py):
+        # the export guide's --lengths=16,32, so that its export of the
+        # quickstart run is the README's, copied.
         "tfdptext-export": [] if any(a.startswith("--lengths")
-                                     for a in argv) else ["--lengths=16"],
+                                     for a in argv) else ["--lengths=16,32"],
+        # --train_args repeats; --eval_args is a list (its last value
+        # wins): the fast flags in one.
         "tfdptext-sweep": [f"--train_args=--preset={preset}",
                            *[f"--train_args={f}" for f in FAST],
-                           *[f"--eval_args={f}" for f in EVAL_FAST]],
+                           "--eval_args=" + ",".join(EVAL_FAST)],
         # One small phone model, refusals only (the channel test of every
         # mechanism's phone model runs in tests/test_audit.py and
         # tests/test_partial_buffers.py).
@@ -105,7 +116,10 @@ def overrides(program, argv, preset):
         if "--random_words" in argv
         else ["--mechanisms=laplace_vector,broken_noise_off",
               "--samples=20000"],
-        "tfdptext-binarize": ["--epochs=1", "--report_sample=100"],
+        # Every word of the table still coded (the corpus guide's train
+        # --codes must cover the tokenizer's vocabulary), in few steps.
+        "tfdptext-binarize": ["--epochs=1", "--report_sample=100",
+                              "--batch_size=2048"],
         # Every mechanism on the encoder's embeddings (not brr's codes).
         "tfdptext-privatize-corpus": [] if any(
             a.startswith("--codes") for a in argv) else tiny,
@@ -298,11 +312,14 @@ def _record(name, argv, cwd):
             cwd, _flag(argv, "output_dir", os.path.join(model_dir, "eval")))
 
 
-def _seed_sweep(argv, cwd):
-    """Copies into a tfdptext-sweep's directory the cells that earlier
-    commands already trained (and evaluated) with the same effective
-    flags: the sweep skips them as it skips finished cells on a re-run,
-    and trains and evaluates the others."""
+def _seed_sweep(argv, cwd, run):
+    """Fills a tfdptext-sweep's directory before it runs: the cells that
+    earlier commands trained (and evaluated) with the same effective flags
+    are copied, the others trained and evaluated here with the commands
+    the sweep would run (`run`: through the zygote, where the sweep's own
+    children would each import TensorFlow). The sweep then skips them as
+    it skips finished cells on a re-run and writes its summary and curves
+    (its children are run by tests/test_faults.py's killed sweep)."""
     from tfdptext.evaluation import sweep
 
     values = {}
@@ -313,21 +330,49 @@ def _seed_sweep(argv, cwd):
                   *values.get("train_args", [])]
     eval_args = [*[f"--reference_run={r}" for r in
                    values.get("reference_run", [])[-1:]],
-                 *[a for v in values.get("eval_args", [])
-                   for a in v.split(",")]]
+                 *[a for a in values.get("eval_args", [""])[-1].split(",")
+                   if a]]
     output_dir = os.path.join(cwd, values["output_dir"][-1])
     for cell in sweep.parse_grid(values["grid"]):
         cell_args = [*train_args, *[f"--{k}={v}" for k, v in cell.items()]]
+        run_dir = os.path.join(output_dir, sweep.cell_name(cell))
         earlier = _RAN.get(("tfdptext-train", _effective(cell_args, cwd)))
         if earlier is None:
-            continue
-        run_dir = os.path.join(output_dir, sweep.cell_name(cell))
-        shutil.copytree(earlier, run_dir,
-                        ignore=shutil.ignore_patterns("eval"))
-        evaluated = _EVALUATED.get((os.path.realpath(earlier), _effective(
-            eval_args, cwd, leave=_PLACES)))
-        if evaluated is not None:
-            shutil.copytree(evaluated, os.path.join(run_dir, "eval"))
+            run("tfdptext-train", [*cell_args, f"--output_dir={run_dir}"])
+        else:
+            shutil.copytree(earlier, run_dir,
+                            ignore=shutil.ignore_patterns("eval"))
+            earlier = _EVALUATED.get((os.path.realpath(earlier), _effective(
+                eval_args, cwd, leave=_PLACES)))
+        if earlier is None:
+            run("tfdptext-eval", [f"--model_dir={run_dir}",
+                                  f"--output_dir={run_dir}/eval",
+                                  *eval_args])
+        else:
+            shutil.copytree(earlier, os.path.join(run_dir, "eval"))
+
+
+def _runner(doc, cwd, env):
+    """run(name, argv): runs program `name` with `argv` (overrides
+    included) in `cwd` through the zygote, checks that it succeeded, logs
+    its CPU time ($TFDPTEXT_DOCS_CPU_LOG) and records what it wrote."""
+
+    def run(name, argv):
+        result = zygote.run(
+            [sys.executable, "-m", f"tfdptext.cli.{MODULES[name]}", *argv],
+            cwd=str(cwd), capture_output=True, text=True, timeout=600,
+            env=env)
+        if os.environ.get("TFDPTEXT_DOCS_CPU_LOG"):
+            with open(os.environ["TFDPTEXT_DOCS_CPU_LOG"], "a") as log:
+                log.write(f"{doc}\t{name}\t"
+                          f"{getattr(result, 'cpu_seconds', -1):.1f}\t"
+                          f"{' '.join(argv)[:120]}\n")
+        assert result.returncode == 0, (
+            f"{doc}: {name} {' '.join(argv)}\n{result.stderr[-3000:]}")
+        _record(name, argv, str(cwd))
+        return result
+
+    return run
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -343,25 +388,16 @@ def test_every_command_runs(doc, tiny_preset, tmp_path, request):
               if os.path.isdir(SHARED) else SHARED)
     cwd = _workspace(tmp_path, shared)
     env = {**os.environ, "PYTHONPATH": ROOT}
+    run = _runner(doc, cwd, env)
     for name, argv in runnable:
-        command = [sys.executable, "-m", f"tfdptext.cli.{MODULES[name]}",
-                   *_resolve(argv, shared),
-                   *overrides(name, argv, tiny_preset)]
-        if _reuse(name, command[3:], cwd):
+        argv_run = [*_resolve(argv, shared),
+                    *overrides(name, argv, tiny_preset)]
+        if _reuse(name, argv_run, cwd):
             continue
         if name == "tfdptext-sweep":
-            _seed_sweep(command[3:], str(cwd))
-        result = zygote.run(command, cwd=str(cwd), capture_output=True,
-                            text=True, timeout=600, env=env)
-        if os.environ.get("TFDPTEXT_DOCS_CPU_LOG"):
-            with open(os.environ["TFDPTEXT_DOCS_CPU_LOG"], "a") as log:
-                log.write(f"{doc}\t{name}\t"
-                          f"{getattr(result, 'cpu_seconds', -1):.1f}\t"
-                          f"{' '.join(argv)[:120]}\n")
-        assert result.returncode == 0, (
-            f"{doc}: {name} {' '.join(argv)}\n{result.stderr[-3000:]}")
+            _seed_sweep(argv_run, str(cwd), run)
+        result = run(name, argv_run)
         if name == "tfdptext-predict":
             # The answer is a label name of the run's data.
             assert re.search(r"label \w+ \(\d+\)", result.stdout), \
                 result.stdout
-        _record(name, command[3:], str(cwd))
