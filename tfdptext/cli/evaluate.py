@@ -65,6 +65,12 @@ def define_flags(flag_values=FLAGS):
                       "Attacker kinds, comma-separated, from: "
                       f"{', '.join(attacker.KINDS)} (mlp: DPNR's).",
                       flag_values=flag_values)
+    flags.DEFINE_integer("attacker_epochs", attacker.EPOCHS,
+                         "The most epochs of the Keras attackers (mlp, "
+                         "mlp_large), early-stopped on dev loss before "
+                         f"(DPNR's: {attacker.EPOCHS}); fewer for a quick "
+                         "look.",
+                         flag_values=flag_values)
     flags.DEFINE_integer("repeats", 1, "Attacker seeds (mean and std).",
                          flag_values=flag_values)
     flags.DEFINE_integer("max_attack_examples", 5000,
@@ -147,6 +153,7 @@ def evaluate_run(argv):
         dataset=_dataset(evaluation.TrainedRun.read_config(FLAGS.model_dir)),
         private_attributes=FLAGS.private_attributes,
         attackers=FLAGS.attackers, repeats=FLAGS.repeats,
+        attacker_epochs=FLAGS.attacker_epochs,
         max_attack_examples=FLAGS.max_attack_examples,
         deniability_tokens=FLAGS.deniability_tokens,
         deniability_samples=FLAGS.deniability_samples,

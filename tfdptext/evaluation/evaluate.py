@@ -32,6 +32,7 @@ from tfdptext.privacy import validation
 EVAL = rundir.EVAL_RESULT
 REPORT = rundir.EVAL_REPORT
 PREDICTIONS = rundir.EVAL_PREDICTIONS
+ATTACKER_EPOCHS = attacker_lib.EPOCHS
 
 
 class EvaluationError(TfdptextError):
@@ -49,10 +50,13 @@ def evaluation_options(model_dir, dataset=None, private_attributes=None,
                        max_attack_examples=5000, deniability_tokens=100,
                        deniability_samples=1000, membership=False,
                        baseline_eval=None, vocabulary=None, seed=0,
-                       plots=True, reference_run=None):
+                       plots=True, reference_run=None,
+                       attacker_epochs=ATTACKER_EPOCHS):
     """What identifies an evaluation (stored in eval.json as "options"):
     the run (its directory and metrics.json's SHA-256), the data set and
-    every argument that changes the numbers."""
+    every argument that changes the numbers. `attacker_epochs` is stored
+    only when it is not the default, so that a finished evaluation with
+    the default keeps the options it was written with."""
     options = {
         "model_dir": os.path.abspath(model_dir),
         "run_metrics_sha256": _sha256(
@@ -77,6 +81,8 @@ def evaluation_options(model_dir, dataset=None, private_attributes=None,
         "reference_run_metrics_sha256": (None if not reference_run else _sha256(
             rundir.RunDir(reference_run).file(rundir.METRICS))),
     }
+    if attacker_epochs != ATTACKER_EPOCHS:
+        options["attacker_epochs"] = attacker_epochs
     return json.loads(json.dumps(options))
 
 
@@ -161,12 +167,14 @@ def utility(labels, probabilities, train_labels):
 
 
 def attack(features, private, attributes, kinds, repeats, seed=0,
-           progress=None):
+           progress=None, epochs=ATTACKER_EPOCHS):
     """Attackers per attribute and kind, repeated over seeds.
 
     Args:
         features: {"train", "dev", "test"} -> (n, d) released features.
         private: {"train", "dev", "test"} -> {attribute: labels}.
+        epochs: the most epochs of the Keras kinds (early-stopped on dev
+            loss before that); the other kinds ignore it.
 
     Returns:
         {attribute: {kind: {"accuracy": mean/std, "roc_auc": ..., runs}}},
@@ -182,7 +190,7 @@ def attack(features, private, attributes, kinds, repeats, seed=0,
                     features["train"], private["train"][attribute],
                     features["dev"], private["dev"][attribute],
                     features["test"], private["test"][attribute],
-                    kind=kind, seed=seed + r))
+                    kind=kind, seed=seed + r, epochs=epochs))
                 if progress:
                     progress()
             summary = {key: _mean_std([run[key] for run in runs])
@@ -446,7 +454,7 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
              deniability_tokens=100, deniability_samples=1000,
              membership=False, baseline_eval=None, vocabulary=None,
              seed=0, progress=True, plots=True, overwrite=True,
-             reference_run=None):
+             reference_run=None, attacker_epochs=ATTACKER_EPOCHS):
     """Evaluates the run in `model_dir`; returns and writes eval.json.
 
     The output is written into a hidden sibling `.<name>.partial-<pid>`
@@ -464,17 +472,24 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
     gives the reference accuracy of the randomized-response limit reported
     beside the accuracy (`utility.limit`); without it, a `baseline_eval`
     of a non-private run does, else the limit is a perfect classifier's.
+
+    `attacker_epochs` caps the training of the Keras attackers (mlp,
+    mlp_large; early-stopped on dev loss before it): DPNR's 50 by default,
+    fewer for a quick look (an attacker stopped early may under-state the
+    leak: empirical privacy is then an upper estimate).
     """
     validation.check_int("repeats", repeats, 1)
     validation.check_int("max_attack_examples", max_attack_examples, 10)
     validation.check_int("deniability_tokens", deniability_tokens, 1)
     validation.check_int("deniability_samples", deniability_samples, 1)
+    validation.check_int("attacker_epochs", attacker_epochs, 1)
     for kind in attackers:
         validation.check_choice("attackers", kind, attacker_lib.KINDS)
     options = evaluation_options(
         model_dir, dataset, private_attributes, attackers, repeats,
         max_attack_examples, deniability_tokens, deniability_samples,
-        membership, baseline_eval, vocabulary, seed, plots, reference_run)
+        membership, baseline_eval, vocabulary, seed, plots, reference_run,
+        attacker_epochs)
     done = check_output_dir(output_dir, options, overwrite)
     if done is not None:
         done["already_done"] = True
@@ -534,7 +549,8 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
         if attributes:
             private = {name: ex.private for name, ex in splits.items()}
             result["attack"] = attack(feats, private, attributes,
-                                      list(attackers), repeats, seed)
+                                      list(attackers), repeats, seed,
+                                      epochs=attacker_epochs)
             result["fairness"] = fairness_report(test.labels, predicted,
                                                  test.private, attributes)
             if baseline_eval:
