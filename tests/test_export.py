@@ -20,6 +20,7 @@ from tfdptext.export import exporter
 from tfdptext.export import tflite
 from tfdptext.export.local import ExportedPipeline
 from tfdptext.privacy import extraction
+import eager_training
 import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,7 +35,8 @@ SMALL_RUN = dict(epochs=1, max_train_examples=64, max_dev_examples=32)
 def runs(tmp_path_factory, tiny_preset):
     """Two tiny trained runs: non-private (parity, and int8 labels that
     agree with Keras', which wants a run that learned) and robust (noise,
-    whose tests assert what it releases, not how well it learned)."""
+    whose tests assert what it releases, not how well it learned). The
+    module's runs train eagerly (tests/eager_training.py)."""
     base = tmp_path_factory.mktemp("export")
     preset = tiny_preset
     corpus = data.load_synthetic(num_examples=400)
@@ -45,7 +47,8 @@ def runs(tmp_path_factory, tiny_preset):
                                       batch_size=32, learning_rate=3e-3,
                                       **kwargs)
         out[mode] = str(base / mode)
-        training.train(config, out[mode], dataset=corpus, verbose=0)
+        with eager_training.eager_fit():
+            training.train(config, out[mode], dataset=corpus, verbose=0)
     out["base"] = base
     out["corpus"] = corpus
     return out
@@ -464,8 +467,9 @@ def test_word_dropout_exports_with_random_words(runs, tmp_path):
     config = json.load(open(os.path.join(runs["robust"], "config.json")))
     config.update(dropout_rate=0.5)
     dropout_run = str(tmp_path / "dropout_run")
-    training.train(training.TrainConfig(**{**config, **SMALL_RUN}),
-                   dropout_run, dataset=runs["corpus"], verbose=0)
+    with eager_training.eager_fit():
+        training.train(training.TrainConfig(**{**config, **SMALL_RUN}),
+                       dropout_run, dataset=runs["corpus"], verbose=0)
     out = str(tmp_path / "x")
     manifest = exporter.export_run(dropout_run, out, quantization="float32",
                                    lengths=[8])
@@ -558,8 +562,9 @@ def test_token_level_export_round_trip(runs, tmp_path, mode):
     config = json.load(open(os.path.join(runs["none"], "config.json")))
     config.update(mode=mode, mechanism=None, eta=20.0, **SMALL_RUN)
     run = str(tmp_path / mode)
-    training.train(training.TrainConfig(**config), run,
-                   dataset=runs["corpus"], verbose=0)
+    with eager_training.eager_fit():
+        training.train(training.TrainConfig(**config), run,
+                       dataset=runs["corpus"], verbose=0)
     # 4-bit weights would change the rows the privatizer reads: refused.
     with pytest.raises(exporter.ExportError, match=(
             r"--quantization=int4\) is allowed for the split points "
@@ -856,8 +861,9 @@ def test_private_dim_run_exports_its_projection_with_vector_noise(runs,
     config.update(private_dim=4, sensitivity="vector", epsilon=8.0,
                   **SMALL_RUN)
     run = str(tmp_path / "projected")
-    training.train(training.TrainConfig(**config), run,
-                   dataset=runs["corpus"], verbose=0)
+    with eager_training.eager_fit():
+        training.train(training.TrainConfig(**config), run,
+                       dataset=runs["corpus"], verbose=0)
     metrics = json.load(open(os.path.join(run, rundir.METRICS)))
     assert metrics["parameters"]["private_dim"] == 4
     assert metrics["guarantee"]["unit"] == "per_representation"

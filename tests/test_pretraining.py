@@ -28,6 +28,8 @@ from tfdptext.pretraining import objectives
 from tfdptext.pretraining import pretrain
 from tfdptext.privacy import headline
 
+import eager_training
+
 # A toy WordPiece vocabulary: special ids 0-6 ([unused*] included).
 TOY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]",
              "[unused1]", "the", "cat", "dog", "sat", "ran", "on", "mat",
@@ -747,9 +749,10 @@ def test_train_fine_tunes_from_the_pretrained_preset(interrupted_run,
     config = training.TrainConfig(
         preset=preset, mode="token_rep", eta=100.0, max_length=16,
         batch_size=32, epochs=1, max_train_examples=64, max_dev_examples=32)
-    metrics = training.train(config, str(tmp_path / "finetune"),
-                             dataset=data.load_synthetic(num_examples=200),
-                             verbose=0)
+    with eager_training.eager_fit():
+        metrics = training.train(
+            config, str(tmp_path / "finetune"),
+            dataset=data.load_synthetic(num_examples=200), verbose=0)
     assert metrics["preset"] == preset
     assert 0.0 <= metrics["test_accuracy"] <= 1.0
     user = keras.saving.load_model(
