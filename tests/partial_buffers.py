@@ -12,6 +12,8 @@ words 0 and 1: "first word 0" released the clean code every time, which
 `released_outputs` hands to the caller's closed-form test.
 """
 
+import functools
+
 import numpy as np
 
 from tfdptext.audit import word_generators
@@ -97,3 +99,14 @@ def phone(privatizer, shape, dtype="float32", before=None):
         return next(iter(runner(x=x, random_words=words).values()))
 
     return run, width
+
+
+@functools.lru_cache(maxsize=None)
+def code_release_phone(epsilon, num_codes):
+    """`phone` of a `num_codes` code release at `epsilon` (run(x, words)),
+    converted once per process: test_partial_buffers.py and
+    test_aligned_buffers.py test the same 3-code model at epsilon 2."""
+    from tfdptext import layers
+
+    return phone(layers.CodeRandomizedResponse(epsilon, num_codes), (),
+                 "int32")

@@ -52,8 +52,7 @@ def _split(width, consumed):
 
 @pytest.fixture(scope="module")
 def code_phone():
-    run, width = partial_buffers.phone(layers.CodeRandomizedResponse(2.0, 3),
-                                       (), "int32")
+    run, width = partial_buffers.code_release_phone(2.0, 3)
     x = np.zeros((1,), np.int32)
     return (lambda w: run(x, w)), width
 

@@ -281,14 +281,17 @@ def test_text_to_text_run_with_brr_trains_evaluates_and_exports(
                       special_token_ids=tokenizer.special_token_ids)
     config = training.TrainConfig(
         mode="text_to_text", epsilon=0.3, codes=codes_dir, preset=tiny_preset,
-        max_length=16, batch_size=32, epochs=1)
+        max_length=16, batch_size=32, epochs=1, max_train_examples=64)
     assert config.validate().mechanism == "brr"
     run = str(tmp_path / "run")
-    corpus = data.load_synthetic(num_examples=200)
+    corpus = data.load_synthetic(num_examples=120)
     metrics = training.train(config, run, dataset=corpus, verbose=0)
     assert metrics["guarantee"]["mechanism"] == "brr_text_to_text"
     assert metrics["guarantee"]["unit"] == g_lib.PER_TOKEN
+    # A logistic-regression attacker: the Keras MLP attacker is tested in
+    # tests/test_evaluation.py; here it would only add its training.
     result = evaluate.evaluate(run, str(tmp_path / "eval"), dataset=corpus,
+                               attackers=("logistic_regression",),
                                deniability_tokens=5, deniability_samples=50,
                                progress=False, plots=False)
     token = result["token_level"]

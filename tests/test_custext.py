@@ -68,6 +68,43 @@ def test_output_sets_partition_the_vocabulary_as_the_reference():
     assert [len(g) for g in groups] == [2, 2, 1]
 
 
+def _tables_word_by_word(table, special, top_k, epsilon):
+    """`custext.tables` as its definition reads: each word's set, then
+    `probabilities` and `integer_counts` word by word."""
+    candidates = np.setdiff1d(np.arange(len(table)), special)
+    groups, group_of = custext.output_sets(table, candidates, top_k)
+    nearest = custext.nearest_candidates(table, special, candidates)
+    members = np.zeros((len(table), top_k), np.int32)
+    thresholds = np.full((len(table), top_k - 1), custext.SCALE, np.int32)
+    for word in range(len(table)):
+        own = dict(zip(special, nearest)).get(word, word)
+        group = groups[group_of[int(own)]]
+        counts = custext.integer_counts(custext.probabilities(
+            table, word, group, epsilon))
+        members[word] = np.concatenate(
+            [group, np.full(top_k - len(group), group[0])])
+        thresholds[word, :len(group) - 1] = np.cumsum(counts)[:-1]
+    return members, thresholds
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 8.0, 60.0])
+def test_tables_equal_the_word_by_word_construction(epsilon):
+    """The tables are built one output set at a time: bit for bit the
+    word-by-word construction, on a table with duplicate rows (sets whose
+    members are all at distance 0), a last set of one word, specials and
+    epsilons where some counts are floored to 0 and raised to 1."""
+    rng = np.random.default_rng(5)
+    table = rng.normal(size=(602, 8)).astype(np.float32)
+    table[300:340] = table[200]  # duplicates: zero spreads
+    table[400:420] = np.round(table[400:420])
+    special = [0, 7, 301]
+    members, thresholds, _ = custext.tables(table, special, 6, epsilon)
+    want_members, want_thresholds = _tables_word_by_word(
+        np.asarray(table, np.float64), special, 6, epsilon)
+    np.testing.assert_array_equal(members, want_members)
+    np.testing.assert_array_equal(thresholds, want_thresholds)
+
+
 def test_nearest_candidates_is_an_exhaustive_search_with_ties_to_lower_id():
     rng = np.random.default_rng(3)
     table = rng.normal(size=(600, 12))

@@ -37,7 +37,7 @@ _phone = partial_buffers.phone
 def test_code_release_partial_buffers_follow_the_transition_matrix():
     """The issue's table on a 3-code release at epsilon 2 (128 words:
     each of the 2 words the release reads is the sum of 64)."""
-    run, width = _phone(layers.CodeRandomizedResponse(2.0, 3), (), "int32")
+    run, width = partial_buffers.code_release_phone(2.0, 3)
     assert width == 128
     expected = categorical.transition_matrix(2.0, 3, 24)[0]
     x = np.zeros((1,), np.int32)

@@ -40,7 +40,10 @@ def test_run_trains_evaluates_and_exports(tiny_preset, tmp_path, mechanism,
     assert guarantee["unit"] == "per_token"
     saved = json.load(open(os.path.join(run, "config.json")))
     assert saved["mechanism_options"] == config.mechanism_options
+    # A logistic-regression attacker: the Keras MLP attacker is tested in
+    # tests/test_evaluation.py; here it would only add its training.
     result = evaluate.evaluate(run, str(tmp_path / "eval"), dataset=corpus,
+                               attackers=("logistic_regression",),
                                deniability_tokens=3, deniability_samples=40,
                                progress=False, plots=False)
     token = result["token_level"]

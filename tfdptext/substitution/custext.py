@@ -35,6 +35,7 @@ import fractions
 import math
 
 import numpy as np
+import threadpoolctl
 
 from tfdptext.errors import ArgumentError
 from tfdptext.privacy import validation
@@ -58,6 +59,15 @@ def output_sets(embeddings, candidate_ids, top_k):
         top_k: the size of a set, >= 2.
     """
     top_k = check_top_k(top_k)
+    # One BLAS thread: each step is a small matrix-vector product, which
+    # OpenBLAS's threads make no faster but several times costlier in CPU
+    # (they spin between steps); every product is computed row by row by
+    # the same kernel either way, so the sets are the same.
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        return _output_sets(embeddings, candidate_ids, top_k)
+
+
+def _output_sets(embeddings, candidate_ids, top_k):
     ids = np.asarray(candidate_ids, np.int64)
     table = np.asarray(embeddings, np.float32)[ids]
     norms = np.sum(table.astype(np.float64) ** 2, axis=1)
@@ -132,17 +142,46 @@ def tables(embeddings, special_token_ids, top_k, epsilon):
     specials = np.flatnonzero(special)
     nearest_of = dict(zip(specials.tolist(), nearest_candidates(
         table, specials, candidates).tolist()))
-    for word in range(vocabulary_size):
-        if special[word]:
-            group = groups[group_of[nearest_of[word]]]
-        else:
-            group = groups[group_of[word]]
-        counts = integer_counts(probabilities(table, word, group, epsilon))
-        members[word, :len(group)] = group
-        members[word, len(group):] = group[0]
-        cumulative = np.cumsum(counts)[:-1]
-        thresholds[word, :len(group) - 1] = cumulative
+    inputs = [list(group) for group in groups]  # the words drawing from it
+    for word, nearest in nearest_of.items():
+        inputs[group_of[nearest]].append(word)
+    for group, words in zip(groups, inputs):
+        words = np.asarray(words, np.int64)
+        counts = _integer_counts_rows(
+            _probability_rows(table, words, group, epsilon))
+        members[words, :len(group)] = group
+        members[words, len(group):] = group[0]
+        thresholds[words, :len(group) - 1] = np.cumsum(counts, axis=1)[:, :-1]
     return members, thresholds, groups
+
+
+def _probability_rows(table, words, members, epsilon):
+    """`probabilities` of each of `words` (one row each), the same float64
+    operations row by row, in one pass per output set."""
+    d = np.linalg.norm(table[members][None] - table[words][:, None], axis=2)
+    low = d.min(axis=1, keepdims=True)
+    spread = d.max(axis=1, keepdims=True) - low
+    flat = spread[:, 0] == 0.0
+    u = -(d - low) / np.where(spread == 0.0, 1.0, spread)
+    w = np.exp(0.5 * epsilon * (u - u.max(axis=1, keepdims=True)))
+    probs = w / w.sum(axis=1, keepdims=True)
+    probs[flat] = 1.0 / len(members)
+    return probs
+
+
+def _integer_counts_rows(probs):
+    """`integer_counts` of each row of `probs`."""
+    exact = probs * SCALE
+    counts = np.floor(exact).astype(np.int64)
+    rest = SCALE - counts.sum(axis=1)
+    order = np.argsort(-(exact - counts), axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(probs.shape[1])[None], axis=1)
+    counts += rank < rest[:, None]
+    odd = ((counts == 0) & (probs > 0)).any(axis=1) | (rest < 0)
+    for row in np.flatnonzero(odd):
+        counts[row] = integer_counts(probs[row])
+    return counts
 
 
 def nearest_candidates(table, words, candidates, block=256):
