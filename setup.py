@@ -58,17 +58,19 @@ setup(
         # The limit's linear program (tfdptext.privacy.identification,
         # HiGHS through scipy.optimize.linprog).
         "scipy>=1.14,<2",
+        # CusText's output sets (tfdptext.substitution.custext) hold BLAS
+        # to one thread: OpenBLAS's threads spin between its thousands of
+        # small matrix-vector steps. scikit-learn depends on it too.
+        "threadpoolctl>=3.1,<4",
     ],
     extras_require={
         # selenium drives Debian's chromium (chromium-driver) for the web
         # client's tests; it downloads no browser when given the driver.
         # jax (CPU) runs the backend-agnostic training path's tests under
         # KERAS_BACKEND=jax (tests/test_jax_backend.py); 0.10 is the last
-        # line for Python 3.11 (the GPU image has 0.11). threadpoolctl
-        # (scikit-learn's own dependency) holds a fit to one OpenMP thread
-        # in tests/test_evaluation.py.
+        # line for Python 3.11 (the GPU image has 0.11).
         "test": ["pytest>=8,<10", "pytest-xdist>=3.6,<4", "selenium>=4.20,<5",
-                 "jax[cpu]>=0.10,<0.12", "threadpoolctl>=3.1,<4"],
+                 "jax[cpu]>=0.10,<0.12"],
         # tfdptext-privatize-corpus (tfdptext.corpus), an Apache Beam
         # pipeline. 2.77 resolves next to TF 2.21 (it moves protobuf to
         # 6.33 and pyarrow to 25). Dataflow also needs Beam's `gcp` extra:
