@@ -70,6 +70,10 @@ class WordDropout(base.InputPerturbation):
         self.special_token_ids = tuple(
             validation.check_int("special_token_ids", i, minimum=0)
             for i in special_token_ids)
+        # round(d * rate) for d = 0..COUNTED_TOKENS, as the guarantee counts.
+        self._counts = np.array([dropout.num_dropped(d, self.rate)
+                                 for d in range(COUNTED_TOKENS + 1)],
+                                np.float32)
 
     def build(self, input_shape):
         if not isinstance(input_shape, dict) or not {
@@ -107,10 +111,8 @@ class WordDropout(base.InputPerturbation):
     def _num_dropped(self, count):
         """round(count * rate) per row as float32: from the accounting's
         table up to COUNTED_TOKENS real tokens, in float32 above."""
-        table = ops.convert_to_tensor(np.array(
-            [dropout.num_dropped(d, self.rate)
-             for d in range(COUNTED_TOKENS + 1)], np.float32))
-        counted = ops.take(table, ops.minimum(count, COUNTED_TOKENS))
+        counted = ops.take(ops.convert_to_tensor(self._counts),
+                           ops.minimum(count, COUNTED_TOKENS))
         longer = ops.floor(ops.cast(count, "float32") * self.rate + 0.5)
         return ops.where(count <= COUNTED_TOKENS, counted, longer)
 
