@@ -53,6 +53,7 @@ the file.
 Python and numpy (no TensorFlow import).
 """
 
+import hashlib
 import json
 import os
 import re
@@ -179,10 +180,42 @@ def write_text(path, text):
 def _save_weights_atomically(model, path):
     """model.save_weights to `path` under a temporary name, then renamed
     (the temporary name keeps the .weights.h5 ending Keras requires)."""
-    tmp = os.path.join(os.path.dirname(path),
-                       f"{TEMPORARY_PREFIX}{os.getpid()}.weights.h5")
+    tmp = _temporary_weights_path(path)
     model.save_weights(tmp, overwrite=True)
     os.replace(tmp, path)
+
+
+def _temporary_weights_path(path):
+    return os.path.join(os.path.dirname(path),
+                        f"{TEMPORARY_PREFIX}{os.getpid()}.weights.h5")
+
+
+def _file_identity(path):
+    """(inode, size, modification time) of `path`, or None without it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def state_digest(model):
+    """A digest of everything `model.save_weights` writes: the model's
+    variables and its optimizer's (paths, dtypes, shapes and values). Two
+    saves with equal digests write the same bytes (Keras's weights file
+    is a deterministic function of that state and the model's structure).
+    """
+    digest = hashlib.blake2b(digest_size=20)
+    optimizer = getattr(model, "optimizer", None)
+    for group in (model.variables,
+                  getattr(optimizer, "variables", None) or ()):
+        digest.update(b"|group|")
+        for variable in group:
+            value = np.ascontiguousarray(variable.numpy())
+            digest.update(f"{variable.path}:{value.dtype.str}:"
+                          f"{value.shape};".encode())
+            digest.update(value.tobytes())
+    return digest.digest()
 
 
 def same_minor_version(version):
@@ -309,10 +342,27 @@ class RunDir(Directory):
                 f"{self.file(BEST_RECORD)}: 'val_loss' is "
                 f"{record['val_loss']!r}, not a number.") from None
 
+    def _save_weights(self, model, path):
+        """Writes `model`'s weights file to `path` atomically. When the
+        model's state is the one this RunDir wrote last (the best
+        checkpoint and the backup after the same epoch) and that file is
+        still as written, its bytes are copied instead of serialising the
+        model again: the same file, for a fraction of the cost."""
+        digest = state_digest(model)
+        last = getattr(self, "_last_weights", None)
+        tmp = _temporary_weights_path(path)
+        if last is not None and last[0] == digest and \
+                _file_identity(last[1]) == last[2]:
+            shutil.copyfile(last[1], tmp)
+        else:
+            model.save_weights(tmp, overwrite=True)
+        os.replace(tmp, path)
+        self._last_weights = (digest, path, _file_identity(path))
+
     def save_best(self, model, record):
         """Saves `model`'s weights as best.weights.h5, then `record` as
         best.json (each atomically: a kill leaves complete files)."""
-        _save_weights_atomically(model, self.file(BEST_WEIGHTS))
+        self._save_weights(model, self.file(BEST_WEIGHTS))
         self.write(BEST_RECORD, record, indent=None)
 
     def read_backup(self):
@@ -350,7 +400,7 @@ class RunDir(Directory):
         backup = self.file(BACKUP)
         os.makedirs(backup, exist_ok=True)
         name = backup_weights_name(epoch)
-        _save_weights_atomically(model, os.path.join(backup, name))
+        self._save_weights(model, os.path.join(backup, name))
         write_json(os.path.join(backup, BACKUP_RECORD),
                    {"epoch": epoch, "batch": 0, "weights": name},
                    indent=None)
