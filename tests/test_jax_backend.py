@@ -53,8 +53,12 @@ def jax_environment():
     # compilations (hundreds of them: every eager op of every shape) take
     # half the CPU or less (measured: the Laplace and d_chi draws 10.5 ->
     # 3.1 CPU-s, building a tiny split 12.0 -> 6.4); the losses still
-    # equal TensorFlow's within LOSS_TOLERANCE.
-    env["XLA_FLAGS"] = "--xla_backend_optimization_level=0"
+    # equal TensorFlow's within LOSS_TOLERANCE. XLA's CPU fusion emitters
+    # off (the older loop emitters): each compilation costs about half
+    # the CPU (measured: the whole subprocess 133 -> 66 CPU-s, 839
+    # compilations either way), the losses as close.
+    env["XLA_FLAGS"] = ("--xla_backend_optimization_level=0 "
+                        "--xla_cpu_use_fusion_emitters=false")
     return env
 
 
