@@ -160,7 +160,10 @@ def test_split_trains_with_fit(tiny_backbone, tokenizer):
         lambda f, y, p: (f, y))
     split = models.sequence_representation_split(
         tiny_backbone, 2, [layers.MinMaxNormalize(), layers.LaplaceNoise(5.0)])
+    # Eager steps: 4 of them cost less than tracing fit's graph, which
+    # tests/test_training.py traces for this very split (mode robust:
+    # MinMaxNormalize -> LaplaceNoise, trained by the product's fit).
     split.model.compile("adam", keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True))
+        from_logits=True), run_eagerly=True)
     history = split.model.fit(batches, epochs=1, verbose=0, shuffle=False)
     assert np.isfinite(history.history["loss"][0])

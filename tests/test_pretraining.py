@@ -647,13 +647,16 @@ def test_output_dir_holding_other_things_refused(tmp_path):
 # The program: interrupted, resumed, exported, fine-tuned from.
 
 class _Interrupt(keras.callbacks.Callback):
-    """Raises KeyboardInterrupt at the end of the `at`-th batch overall."""
+    """Raises KeyboardInterrupt inside the `at`-th fit call (the run's
+    `at`-th training segment), as its epoch begins: after Keras' callbacks
+    started it, before it reads a batch (reading one would cost building
+    the masked dataset's iterator, ~1.5 CPU-s)."""
 
     def __init__(self, at):
         super().__init__()
         self.at, self.seen = at, 0
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_epoch_begin(self, epoch, logs=None):
         self.seen += 1
         if self.seen == self.at:
             raise KeyboardInterrupt
@@ -663,7 +666,7 @@ def _run_config(preset, **kwargs):
     values = dict(objective="probabilistic", num_privatizations=3,
                   mode="token_rep", eta=100.0, preset=preset,
                   corpus="synthetic",
-                  max_length=16, batch_size=16, steps=5, checkpoint_every=2,
+                  max_length=16, batch_size=16, steps=4, checkpoint_every=2,
                   eval_every=1, heldout_examples=16)
     values.update(kwargs)
     return PretrainConfig(**values)
@@ -672,7 +675,9 @@ def _run_config(preset, **kwargs):
 @pytest.fixture(scope="module")
 def interrupted_run(tiny_preset, tmp_path_factory):
     """A run killed in its second checkpoint period, after its held-out
-    evaluation at step 3 (past the checkpoint at step 2), then resumed."""
+    evaluation at step 3 (past the checkpoint at step 2) as its segment
+    of step 4 starts, then resumed (4 steps: the resumed session trains
+    two, one past the evaluated step 3)."""
     out = str(tmp_path_factory.mktemp("pretrain") / "run")
     with pytest.raises(KeyboardInterrupt):
         pretrain(_run_config(tiny_preset), out, verbose=0,
@@ -689,25 +694,25 @@ def interrupted_run(tiny_preset, tmp_path_factory):
 def test_resume_after_interruption(interrupted_run):
     out, first, metrics = interrupted_run
     assert first["checkpoint"][0] == 2 and not first["finished"]
-    assert metrics["steps"] == 5
-    assert metrics["steps_run_this_session"] == 3  # steps 1-2 were kept
-    assert metrics["optimizer_steps"] == 5  # the optimizer state resumed
+    assert metrics["steps"] == 4
+    assert metrics["steps_run_this_session"] == 2  # steps 1-2 were kept
+    assert metrics["optimizer_steps"] == 4  # the optimizer state resumed
     assert metrics["heldout"]["start"] == first["start"]
     # The curve goes on: the point after the checkpoint (step 3) was
     # evaluated again by the resumed run, on the same (seeded) masks.
     assert [p["step"] for p in first["curve"]] == [0, 1, 2, 3]
     curve = metrics["heldout"]["curve"]
-    assert [p["step"] for p in curve] == [0, 1, 2, 3, 4, 5]
+    assert [p["step"] for p in curve] == [0, 1, 2, 3, 4]
     assert curve[:3] == first["curve"][:3]
     assert curve[0] == {"step": 0, **first["start"]}
-    assert curve[-1] == {"step": 5, **metrics["heldout"]["end"]}
+    assert curve[-1] == {"step": 4, **metrics["heldout"]["end"]}
     run = layout.PretrainDir(out)
     assert not run.exists(layout.CHECKPOINT)  # removed once finished
     assert os.listdir(run.file(layout.LOGS))
     assert os.listdir(os.path.join(run.file(layout.LOGS),
                                    layout.HELDOUT_LOGS))
     with open(run.file(layout.METRICS)) as f:
-        assert json.load(f)["steps"] == 5
+        assert json.load(f)["steps"] == 4
 
 
 def test_metrics_record_the_run(interrupted_run):
@@ -780,7 +785,7 @@ def test_finished_run_is_kept_and_other_runs_refused(interrupted_run,
     out, _, metrics = interrupted_run
     again = pretrain(_run_config(tiny_preset), out, verbose=0)
     assert again == json.loads(json.dumps(metrics))  # nothing retrained
-    with pytest.raises(PretrainDirectoryError, match="finished after 5"):
+    with pytest.raises(PretrainDirectoryError, match="finished after 4"):
         pretrain(_run_config(tiny_preset, steps=9), out, verbose=0)
     with pytest.raises(PretrainDirectoryError, match="eta"):
         pretrain(_run_config(tiny_preset, eta=60.0), out, verbose=0)

@@ -71,27 +71,39 @@ def _imbalanced(corpus, keep_positive=40):
 
 @pytest.fixture(scope="module")
 def none_run(tiny_preset, corpus, tmp_path_factory):
-    """One mode-none run serves the mode's training, resuming, the
-    balanced class weights and the run directory's refusals (a training
-    run costs ~15 CPU-s, mostly tracing): 3 epochs with
-    class_weight=balanced on a corpus with most positive training texts
-    removed, killed before its second epoch and resumed."""
+    """One mode-none run serves the mode's training, the balanced class
+    weights and the run directory's refusals (a training run costs ~10
+    CPU-s, mostly tracing): 3 epochs with class_weight=balanced on a
+    corpus with most positive training texts removed."""
     dataset = _imbalanced(corpus)
     out = str(tmp_path_factory.mktemp("none") / "run")
-    losses = _EpochLosses()
-    with pytest.raises(KeyboardInterrupt):
-        training.train(
-            _config(tiny_preset, mode="none", class_weight="balanced"), out,
-            dataset=dataset, verbose=0,
-            extra_callbacks=[_Interrupt(), losses])
-    interrupted = {"backup": os.path.isdir(os.path.join(out, "backup")),
-                   "best": trainer.run_dir(out).read_best()}
-    start = _StartingStep()
     metrics = training.train(
         _config(tiny_preset, mode="none", class_weight="balanced"), out,
-        dataset=dataset, verbose=0, extra_callbacks=[start, losses])
-    return dict(out=out, dataset=dataset, metrics=metrics,
-                interrupted=interrupted, start_step=start.step,
+        dataset=dataset, verbose=0)
+    return dict(out=out, dataset=dataset, metrics=metrics)
+
+
+@pytest.fixture(scope="module")
+def adv_run(tiny_preset, corpus, tmp_path_factory):
+    """One mode-adv run serves adversarial training and resuming (mode
+    adv's monitor is its task's dev loss, not val_loss): 2 epochs, killed
+    before its second epoch and resumed."""
+    out = str(tmp_path_factory.mktemp("adv") / "run")
+    config = _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2)
+    losses = _EpochLosses()
+    with pytest.raises(KeyboardInterrupt):
+        training.train(config, out, dataset=corpus, verbose=0,
+                       extra_callbacks=[_Interrupt(), losses])
+    run = trainer.run_dir(out)
+    interrupted = {"backup": os.path.isdir(os.path.join(out, "backup")),
+                   "best": run.read_best(),
+                   "record": run.read(rundir.BEST_RECORD)}
+    start = _StartingStep()
+    metrics = training.train(
+        _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2), out,
+        dataset=corpus, verbose=0, extra_callbacks=[start, losses])
+    return dict(out=out, metrics=metrics, interrupted=interrupted,
+                start_step=start.step,
                 losses=[losses.losses[e] for e in sorted(losses.losses)])
 
 
@@ -132,8 +144,8 @@ def mode_runs(tiny_preset, corpus, tmp_path_factory):
 
 @pytest.mark.parametrize("mode", ["none", *MODE_PARAMS])
 def test_each_mode_trains_and_loss_decreases(none_run, mode_runs, mode):
-    if mode == "none":  # the loss of each epoch, over both sessions
-        out, loss = none_run["out"], none_run["losses"]
+    if mode == "none":
+        out, loss = none_run["out"], none_run["metrics"]["history"]["loss"]
         assert len(loss) == 3
     else:
         out, metrics, _ = mode_runs(mode)
@@ -196,21 +208,25 @@ def test_frozen_user_side_does_not_change(tiny_preset, corpus):
                zip(server_before, split.server.trainable_weights))
 
 
-def test_resume_after_interrupt(none_run):
-    out, metrics = none_run["out"], none_run["metrics"]
-    assert none_run["interrupted"]["backup"]
-    first_best = none_run["interrupted"]["best"]
+def test_resume_after_interrupt(adv_run, corpus):
+    out, metrics = adv_run["out"], adv_run["metrics"]
+    assert adv_run["interrupted"]["backup"]
+    first_best = adv_run["interrupted"]["best"]
     assert first_best is not None
-    assert metrics["epochs_run_this_session"] == 2  # epoch 1 was kept
+    # Mode adv picks its best epoch by the main task's dev loss.
+    assert adv_run["interrupted"]["record"]["monitor"] == "val_label_loss"
+    assert metrics["epochs_run_this_session"] == 1  # epoch 0 was kept
+    # The loss of each epoch, over both sessions.
+    assert len(adv_run["losses"]) == 2
     # The optimizer's step count came back with the backup: the schedule
     # continues after the first epoch's steps instead of warming up again.
-    steps = int(np.ceil(len(none_run["dataset"].splits["train"]) / 32))
-    assert none_run["start_step"] == steps
-    assert metrics["learning_rate_schedule"]["total_steps"] == 3 * steps
+    steps = int(np.ceil(len(corpus.splits["train"]) / 32))
+    assert adv_run["start_step"] == steps
+    assert metrics["learning_rate_schedule"]["total_steps"] == 2 * steps
     # The best dev loss over both sessions; the finished run keeps it in
     # metrics.json and drops the checkpoints that only served resuming.
-    assert metrics["best_val_loss"] == pytest.approx(
-        min([first_best] + metrics["history"]["val_loss"]))
+    assert metrics["best_val_label_loss"] == pytest.approx(
+        min([first_best] + metrics["history"]["val_label_loss"]))
     assert trainer.run_dir(out).read_best() is None
     assert not os.path.exists(os.path.join(out, "backup"))
 
@@ -305,19 +321,8 @@ def test_gradient_reversal_config_round_trip_and_bad_lambda():
             GradientReversal(bad)
 
 
-def test_adv_mode_trains_resumes_and_saves_plain_split(tiny_preset, corpus,
-                                                        tmp_path):
-    out = str(tmp_path / "adv")
-    config = _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2)
-    with pytest.raises(KeyboardInterrupt):
-        training.train(config, out, dataset=corpus, verbose=0,
-                       extra_callbacks=[_Interrupt()])
-    record = trainer.run_dir(out).read(rundir.BEST_RECORD)
-    assert record["monitor"] == "val_label_loss"  # the main task's dev loss
-    metrics = training.train(
-        _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2), out,
-        dataset=corpus, verbose=0)
-    assert metrics["epochs_run_this_session"] == 1  # epoch 0 was kept
+def test_adv_mode_trains_and_saves_plain_split(tiny_preset, adv_run):
+    out, metrics = adv_run["out"], adv_run["metrics"]
     history = metrics["history"]
     for key in ("loss", "label_loss", "adv_age_loss", "adv_gender_loss",
                 "val_label_loss", "val_adv_gender_loss"):
