@@ -6,9 +6,9 @@ Each is a tfdptext program, run in the order the document shows them in
 a fresh directory holding copies of what the documents name (examples/,
 train/flags/ and small files), with ../shared/data resolved to a copy
 cut to a few hundred texts per split (`small_shared`). Each runs as
-written with overrides appended for speed: the tiny encoder instead of
-MiniLM, short texts, few examples and steps, fewer audit samples
-(`overrides`). A train or export whose effective flags (flag files
+written with overrides appended for speed: a tiny encoder over MiniLM's
+first 4,000 ids instead of MiniLM (`docs_preset`), short texts, few
+examples and steps, fewer audit samples (`overrides`). A train or export whose effective flags (flag files
 expanded, later flags winning) equal an earlier command's is not run
 again: its output is copied (`_reuse`); a sweep's cells are put in its
 directory before it runs, copied where earlier commands trained and
@@ -80,9 +80,20 @@ EVAL_FAST = ["--max_attack_examples=24", "--deniability_tokens=3",
 # of the 48 training examples, and few of the test split's: each model
 # call outside the traced functions is an eager call of the whole model
 # (on the loaded 2-core machine, one train took 11.8 CPU-s at 64 where it
-# took 15.5 at 16).
-FAST = ["--max_length=64", "--epochs=1", "--max_train_examples=48",
+# took 15.5 at 16). Texts of 32 tokens: the exports' default lengths are
+# then 16 and 32 (two phone-model signatures, where 64 made three), and 32
+# is the longest the export guide's --lengths=16,32 names.
+FAST = ["--max_length=32", "--epochs=1", "--max_train_examples=48",
         "--max_dev_examples=16", "--batch_size=64"]
+# The docs' encoder: the tiny BERT of tests/conftest.py (one layer, width
+# 16) over the first DOCS_VOCABULARY ids of MiniLM's vocabulary: its
+# special tokens, [unused*] slots and single characters, then its ~2,000
+# most frequent words and pieces. What runs over the whole vocabulary
+# (truncated Gumbel's distance range and nearest-word table, V x V; BRR's
+# codes; the int4 table) then costs seconds, not tens of them (the
+# mechanisms guide's command: 22 CPU-s over MiniLM's 30,522 ids, 5 over
+# 4,000, on the loaded machine).
+DOCS_VOCABULARY = 4000
 
 
 def overrides(program, argv, preset):
@@ -97,12 +108,6 @@ def overrides(program, argv, preset):
                               "--max_length=32", "--max_examples=64",
                               "--heldout_examples=16", "--batch_size=8"],
         "tfdptext-eval": EVAL_FAST,
-        # Two short phone-model lengths unless the command chooses them
-        # (every default length is converted in tests/test_export.py):
-        # the export guide's --lengths=16,32, so that its export of the
-        # quickstart run is the README's, copied.
-        "tfdptext-export": [] if any(a.startswith("--lengths")
-                                     for a in argv) else ["--lengths=16,32"],
         # --train_args repeats; --eval_args is a list (its last value
         # wins): the fast flags in one.
         "tfdptext-sweep": [f"--train_args=--preset={preset}",
@@ -116,10 +121,12 @@ def overrides(program, argv, preset):
         if "--random_words" in argv
         else ["--mechanisms=laplace_vector,broken_noise_off",
               "--samples=20000"],
-        # Every word of the table still coded (the corpus guide's train
-        # --codes must cover the tokenizer's vocabulary), in few steps.
+        # MiniLM's table read as the command says, its first
+        # DOCS_VOCABULARY words coded: the vocabulary of the docs' encoder,
+        # which the corpus guide's train --codes must equal; in few steps.
         "tfdptext-binarize": ["--epochs=1", "--report_sample=100",
-                              "--batch_size=2048"],
+                              "--batch_size=2048",
+                              f"--max_words={DOCS_VOCABULARY}"],
         # Every mechanism on the encoder's embeddings (not brr's codes).
         "tfdptext-privatize-corpus": [] if any(
             a.startswith("--codes") for a in argv) else tiny,
@@ -213,6 +220,40 @@ def small_shared(tmp_path_factory):
         else:
             os.symlink(source, data / name)
     return str(root)
+
+
+# Writes the docs' encoder (DOCS_VOCABULARY) as a keras-hub preset
+# directory: argv path, MiniLM's vocab.txt, size.
+_MAKE_PRESET = """
+import os, sys
+import keras, keras_hub
+from tfdptext import models
+path, size = sys.argv[1], int(sys.argv[2])
+with open(os.path.join(models.minilm_directory(), "vocab.txt"),
+          encoding="utf-8") as f:
+    words = f.read().splitlines()[:size]
+keras.utils.set_random_seed(0)
+keras_hub.models.BertBackbone(
+    vocabulary_size=size, num_layers=1, num_heads=2, hidden_dim=16,
+    intermediate_dim=32, max_sequence_length=64).save_to_preset(path)
+with open(os.path.join(path, "vocab.txt"), "w", encoding="utf-8") as f:
+    f.write("\\n".join(words) + "\\n")
+"""
+
+
+@pytest.fixture(scope="session")
+def docs_preset(tmp_path_factory):
+    """The docs' encoder as a local preset directory, written by a child
+    of the zygote (this process need not import TensorFlow for it)."""
+    path = str(tmp_path_factory.mktemp("docs_preset") / "tiny")
+    result = zygote.run(
+        [sys.executable, "-c", _MAKE_PRESET, path, str(DOCS_VOCABULARY)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(os.path.join(path, "vocab.txt"), encoding="utf-8") as f:
+        assert len(f.read().splitlines()) == DOCS_VOCABULARY
+    return path
 
 
 def _workspace(tmp_path, shared):
@@ -376,7 +417,7 @@ def _runner(doc, cwd, env):
 
 
 @pytest.mark.parametrize("doc", DOCS)
-def test_every_command_runs(doc, tiny_preset, tmp_path, request):
+def test_every_command_runs(doc, docs_preset, tmp_path, request):
     runnable = [(n, a) for n, a in commands(doc) if a is not None
                 and not any(key in " ".join(a) for key in RUN_ELSEWHERE)]
     if not runnable:
@@ -391,7 +432,7 @@ def test_every_command_runs(doc, tiny_preset, tmp_path, request):
     run = _runner(doc, cwd, env)
     for name, argv in runnable:
         argv_run = [*_resolve(argv, shared),
-                    *overrides(name, argv, tiny_preset)]
+                    *overrides(name, argv, docs_preset)]
         if _reuse(name, argv_run, cwd):
             continue
         if name == "tfdptext-sweep":
