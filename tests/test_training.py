@@ -452,6 +452,54 @@ def test_schedule_matches_its_closed_form(decay):
     assert float(no_warmup(0)) == pytest.approx(peak)
 
 
+def test_schedule_is_built_once_per_traced_step_and_follows_the_steps():
+    """AdamW asks for the rate once per weight-decayed variable: in a traced
+    step the schedule's ops are built once, and every step still updates
+    with the closed-form rate of its own iteration (eager and traced)."""
+    import tensorflow as tf
+
+    from tfdptext.training import schedules
+
+    peak, total, warmup = 0.1, 6, 2
+    schedule = schedules.WarmupDecay(peak, total_steps=total,
+                                     warmup_steps=warmup)
+    variables = [keras.Variable(np.zeros((2,), "float32"), name=f"v{i}")
+                 for i in range(5)]
+    optimizer = keras.optimizers.SGD(schedule)  # w -= rate * gradient
+    optimizer.build(variables)
+    ones = [tf.ones((2,)) for _ in variables]
+    builds = []
+    rate = schedule._rate
+
+    def counted(step):
+        builds.append(tf.executing_eagerly())
+        return rate(step)
+
+    schedule._rate = counted
+
+    @tf.function
+    def traced_step():
+        # Several requests in one graph, as AdamW's weight decay makes.
+        first = optimizer.learning_rate
+        assert optimizer.learning_rate is first
+        optimizer.apply(ones, variables)
+
+    expected = 0.0
+    for step in range(total):
+        if step % 2:
+            traced_step()
+        else:
+            optimizer.apply(ones, variables)
+        expected -= schedules.warmup_decay_rate(step, peak, total, warmup,
+                                                "linear")
+        for v in variables:
+            np.testing.assert_allclose(v.numpy(), [expected] * 2, rtol=1e-5)
+    assert int(optimizer.iterations.numpy()) == total
+    # One graph build for the traced step; one computation per eager step.
+    assert builds.count(False) == 1
+    assert builds.count(True) == total // 2
+
+
 @pytest.mark.parametrize("kwargs,message", [
     ({"total_steps": 0}, "total_steps"),
     ({"total_steps": 10, "warmup_steps": 11}, r"warmup_steps.*\[0, "),

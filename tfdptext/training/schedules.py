@@ -6,6 +6,7 @@ variables, the count included) continues the schedule where it stopped.
 """
 
 import math
+import weakref
 
 import keras
 import tensorflow as tf
@@ -67,6 +68,23 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.decay = validation.check_choice("decay", decay, SCHEDULES)
 
     def __call__(self, step):
+        # Keras's AdamW asks for the rate once per weight-decayed variable
+        # (and once more for the updates) while the train step is traced,
+        # all before the step's one increment of `iterations`: in one graph
+        # the rate of one step variable is built once and reused. Eager
+        # calls (each may follow an increment) always compute it.
+        graph = None if tf.executing_eagerly() else \
+            tf.compat.v1.get_default_graph()
+        memo = getattr(self, "_graph_memo", None)
+        if graph is not None and memo is not None and \
+                memo[0]() is graph and memo[1] is step:
+            return memo[2]
+        rate = self._rate(step)
+        if graph is not None:
+            self._graph_memo = (weakref.ref(graph), step, rate)
+        return rate
+
+    def _rate(self, step):
         step = tf.cast(step, tf.float32)
         peak = tf.constant(self.peak_learning_rate, tf.float32)
         warmup = float(self.warmup_steps)
