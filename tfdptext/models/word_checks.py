@@ -135,7 +135,7 @@ def _buffer_statistics(words, consumed, sample, used=None):
       first word, or after a header of up to 3 words).
 
     Ops: EQUAL and SUM (SUM over g words C apart when g > 2); EQUAL of
-    the words against the 8 anchors, MAX and SUM.
+    the words against each of the 8 anchors, MAXIMUM and SUM.
     """
     limits = ws.row_limits(consumed)
     lay = extraction.layout(consumed)
@@ -157,17 +157,18 @@ def _buffer_statistics(words, consumed, sample, used=None):
 
 def _tile_repeats(words):
     """(batch, 1) float32: the words after the first `ws.TILE_ANCHORS`
-    equal to one of them (one EQUAL of every word against the anchors,
-    MAX over the anchors, SUM): a pool of up to N - TILE_ANCHORS words
-    tiled from the buffer's first word repeats every anchor."""
+    equal to one of them: a pool of up to N - TILE_ANCHORS words tiled
+    from the buffer's first word repeats every anchor. Per anchor one
+    EQUAL of the words against it, CAST, and a MAXIMUM into the hits (one
+    EQUAL broadcast over (N, 8), or LOGICAL_OR, was several times slower
+    in TFLite; docs/benchmarks.md has the cost of this one)."""
     k = ws.TILE_ANCHORS
-    width = int(words.shape[-1])
-    anchors = _part(words, 0, k)
-    rest = _part(words, k, width)
-    equal = tf.cast(tf.equal(rest[:, :, None], anchors[:, None, :]),
-                    tf.float32)
-    return tf.reduce_sum(tf.reduce_max(equal, axis=-1), axis=-1,
-                         keepdims=True)
+    rest = _part(words, k, int(words.shape[-1]))
+    hits = None
+    for anchor in tf.split(_part(words, 0, k), k, axis=1):
+        hit = tf.cast(tf.equal(rest, anchor), tf.float32)
+        hits = hit if hits is None else tf.maximum(hits, hit)
+    return tf.reduce_sum(hits, axis=-1, keepdims=True)
 
 
 def _zeros(values):

@@ -24,7 +24,9 @@ words tiled over the buffer (a 4 KiB pool: 1,024 words) repeats the
 first block's words there. The sampled checks' cost is then fixed,
 whatever N (docs/benchmarks.md). What a fixed sample cannot see (issue
 38: a buffer 98% zeros outside it) shows in the zeros of the consumed
-words, which every word reaches (11 below: one cheap pass over C words).
+words, which every word reaches (11 below: one cheap pass over C words),
+and a pool of any other size tiled over the buffer in the words equal to
+one of its first 8 (12 below: one pass over the N words against 8).
 
 The checks (the low and high bytes are w mod 256 and (w >> 24) mod 256):
 
