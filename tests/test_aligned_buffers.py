@@ -13,7 +13,12 @@ parity, ruled out a code; a negated half or per-group checksums released
 the clean code 100%; a complemented half released c + 1 always; 98% zeros
 outside the old sample released the token embeddings without noise, and
 a 4 KiB pool tiled over a Laplace buffer copied coordinate i's noise to
-i + 128. Each of these tests fails on that code.
+i + 128. Each of these tests fails on that code. Round five: a pool of
+1,396 words (not a power of two) tiled, and a pool of N - 8 words after
+a 3-word header, passed the checks of the first rounds on the Laplace
+and d_chi buffers (3072 words, g = 2); bit 0 following the position
+modulo 6 passed them on the code release (C = 2, g = 64), and modulo 8
+at g = 8, C = 31 (tests/test_secure_noise.py).
 
 Statistical tests: fixed sample sizes; p > 1e-6 per test (Bonferroni
 over the few kinds per model): a correct model fails one run in 10^5.
@@ -42,7 +47,9 @@ def _split(width, consumed):
     # layout; the parity-class buffers are exact on every layout.
     for kind in ("low_bit_follows_parity", "second_half_negated",
                  "second_half_complemented", "group_checksums",
-                 "strided_checksums", "pool_4k_tiled"):
+                 "strided_checksums", "pool_4k_tiled", "pool_tiled_unsampled",
+                 "pool_tiled_after_header", "low_bit_period_4",
+                 "low_bit_period_6", "low_bit_period_8"):
         assert kind in refuse, kind
     for kind in ("even_words_java_42", "odd_words_java_42",
                  "even_words_lcg_constant_seed", "odd_words_even"):
@@ -259,6 +266,8 @@ def test_the_partial_buffers_sentence_releases_exactly(code_phone):
 _CHECKS_SENTENCE = {
     "a stuck bit": ["all_even", "all_odd", "top_bit_set"],
     "a bit that follows the position's parity": ["low_bit_follows_parity"],
+    "any function of the position modulo 2, 3, 4, 6, 8, 12, 16 or 24": [
+        "low_bit_period_4", "low_bit_period_6", "low_bit_period_8"],
     "an unfilled or mostly unfilled buffer": ["zeros", "bytes_not_words"],
     "mostly zero anywhere": ["zeros_outside_old_sample_98",
                              "zeros_outside_sample_98", "zeros"],
@@ -270,6 +279,9 @@ _CHECKS_SENTENCE = {
                                                      "low_24_bits_only"],
     "repeated words": ["each_word_twice"],
     "a pool tiled over the buffer": ["pool_4k_tiled", "block_of_8_tiled"],
+    "a pool of any size up to N - 8 words, N the words the app fills, "
+    "tiled from the first word": ["pool_tiled_unsampled"],
+    "or after a header of up to 3 words": ["pool_tiled_after_header"],
     "a second half copied from the first": ["half_repeated"],
     "or its negation or complement": ["second_half_negated",
                                       "second_half_complemented"],
@@ -301,11 +313,14 @@ def test_what_the_not_detectable_sentence_names_passes_the_checks(
         laplace_phone):
     """The sentence is true: these buffers pass every check, and each
     still breaks the release (the same noise again; words fixed by the
-    seed; two consumed words set to 0 by a checksum of two groups)."""
+    seed; two consumed words set to 0 by a checksum of two groups; a
+    pool of N - 1 words tiled: consumed word 0 is twice word 0, even)."""
     run_x, width, x = laplace_phone
     consumed = 4 * 384
     for phrase in ("java.util.Random", "reuse of a buffer",
-                   "a checksum of only a few groups of a long buffer"):
+                   "a checksum of only a few groups of a long buffer",
+                   "nor is it sure to see a pool of more than N - 8 words "
+                   "tiled (the last few words copies of the first)"):
         assert phrase in words_contract.NOT_DETECTABLE
     rng = np.random.default_rng(11)
     java = word_generators.GENERATORS["java_util_random"].make(rng, 1, width)
@@ -321,3 +336,7 @@ def test_what_the_not_detectable_sentence_names_passes_the_checks(
     assert not word_generators.refused(run_x(x, words))
     np.testing.assert_array_equal(extraction.extract(words, consumed)[0, :2],
                                   [0, 0])
+    tiled = word_generators._os_urandom(rng, 1, width)
+    tiled[0, -1] = tiled[0, 0]  # a pool of N - 1 words, tiled
+    assert not word_generators.refused(run_x(x, tiled))
+    assert extraction.extract(tiled, consumed)[0, 0] % 2 == 0

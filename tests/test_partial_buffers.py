@@ -58,6 +58,7 @@ def test_code_release_partial_buffers_follow_the_transition_matrix():
 def test_laplace_partial_buffers_keep_the_laplace_law():
     run, width = _phone(layers.LaplaceNoise(1.0), (8,))
     assert width == extraction.layout(4 * 8).words
+    assert extraction.layout(4 * 8).group == 4
     x = np.full((1, 8), 0.5, np.float32)
     released = partial_buffers.released_outputs(
         lambda w: run(x, w), width, draws=600)
@@ -69,7 +70,16 @@ def test_laplace_partial_buffers_keep_the_laplace_law():
         assert stats.kstest(noise.ravel(), law).pvalue > P_REJECT, kind
         # The first coordinate alone: what the first (bad) words feed.
         assert stats.kstest(noise[:, 0], law).pvalue > P_REJECT, kind
-    partial_buffers.assert_defects_refused(lambda w: run(x, w), width)
+    partial_buffers.assert_defects_refused(lambda w: run(x, w), width,
+                                           kinds=_DEFECTS_AND_PERIODS)
+
+
+# A low bit following the position modulo 4, 6 or 8: on these layouts
+# (g = 4 for Laplace on 8 coordinates, g = 8 for d_chi on one 8-d
+# vector) every consumed word's low bit is fixed; refused (issue 38).
+_DEFECTS_AND_PERIODS = partial_buffers.DEFECTS + (
+    "low_bit_period_4", "low_bit_period_6", "low_bit_period_8",
+    "pool_tiled_after_header")
 
 
 @pytest.mark.parametrize("shape", [(8,), (3, 8)])
@@ -92,7 +102,8 @@ def test_dchi_partial_buffers_keep_the_gamma_radius(shape):
         first = noise[:, 0] / norms
         # E = 0, Var = 1/8 for a uniform direction in R^8.
         assert abs(first.mean()) < 5.5 * np.sqrt(1 / 8 / len(first)), kind
-    partial_buffers.assert_defects_refused(lambda w: run(x, w), width)
+    partial_buffers.assert_defects_refused(lambda w: run(x, w), width,
+                                           kinds=_DEFECTS_AND_PERIODS)
 
 
 def test_brr_phone_model_partial_buffers_follow_the_closed_form():

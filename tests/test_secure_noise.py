@@ -5,6 +5,7 @@ user side fed by os.urandom, non-finite inputs, [UNK] in text-to-text, and
 the guarantees' units and delta.
 """
 
+import itertools
 import math
 
 import numpy as np
@@ -107,8 +108,58 @@ def test_false_alarm_shares_sum_to_at_most_two_to_the_minus_40():
                              "high_byte_step_collisions",
                              "partner_repeats", "half_sum_bits",
                              "neighbour_bits", "strided_sum_zeros",
-                             "consumed_zeros",
+                             "consumed_zeros", "tile_repeats",
                              "word_repeats"}
+
+
+def test_tile_repeat_limit_is_the_smallest_count_under_its_share():
+    for words in (128, 512, 3072, 24576, 196608, 2**21):
+        n, p = words - ws.TILE_ANCHORS, ws.TILE_ANCHORS * 2.0**-32
+        r = ws.tile_repeat_limit(words)
+        assert math.comb(n, r) * p**r <= ws.BUFFER_FALSE_ALARM \
+            < math.comb(n, r - 1) * p**(r - 1)
+        # A pool of N - 8 words after a 3-word header repeats 5 anchors.
+        assert r <= ws.TILE_ANCHORS - 3
+
+
+def test_tiled_pools_of_every_size_and_low_bit_periods_are_refused():
+    """Issue 38, round five: a pool of any size P <= N - 8 (not only a
+    power of two) tiled from the first word or after a header of up to 3
+    words, on a long buffer (only a sample of it read by the other
+    checks), and every non-constant low-bit pattern of period 4 (g = 4,
+    C = 32) or 8 (g = 8, C = 16 and 31), which fixes every consumed
+    word's low bit (at C = 31, 160 of the 254 passed the bit counts and
+    the old lags 1 and 2): all fail
+    (`tile_repeats`, `neighbour_bits`), one row each, vectorised."""
+    consumed = 1536
+    width = extraction.layout(consumed).words
+    cases = [(p, h) for p in (3, 100, 129, 777, 1000, 1500, 1537, 2047,
+                              2500, 3000, width - 8) for h in (0, 1, 3)]
+    rows = []
+    for pool, header in cases:
+        words = np.tile(secure.os_random_words((1, pool)),
+                        (1, -(-width // pool)))[:, :width - header]
+        rows.append(np.concatenate([np.arange(1, header + 1)[None],
+                                    words], axis=1))
+    rows = tf.constant(np.concatenate(rows).astype(np.int32))
+    verdicts = word_checks.buffer_verdicts(rows, consumed)
+    assert not verdicts["tile_repeats"].numpy().any()
+    for consumed, period in ((32, 4), (16, 8), (31, 8)):
+        width = extraction.layout(consumed).words
+        assert extraction.layout(consumed).group == period
+        patterns = [f for f in itertools.product([0, 1], repeat=period)
+                    if 0 < sum(f) < period]
+        bits = np.array([np.resize(f, width) for f in patterns], np.int32)
+        words = (secure.os_random_words((len(bits), width))
+                 & ~np.int32(1)) | bits
+        # The harm: every consumed word's low bit is fixed by the pattern.
+        low = extraction.extract(words, consumed) & 1
+        assert (low == low[:, :1]).all()
+        verdicts = word_checks.row_verdicts(tf.constant(words), consumed)
+        assert not verdicts["neighbour_bits"].numpy().any(), period
+        good = secure.os_random_words((50, width))
+        assert word_checks.row_verdicts(tf.constant(good), consumed)[
+            "neighbour_bits"].numpy().all()
 
 
 def test_sample_reads_short_buffers_whole_and_long_ones_by_groups():
@@ -156,9 +207,11 @@ def test_good_words_pass_and_statistics_follow_their_laws(consumed):
     extra = {k: v.numpy() for k, v in word_checks.buffer_statistics(
         tf.constant(words), consumed).items()}
     stats_.update(extra)
-    laws["neighbour_bits"] = ((n - 2) / 2, math.sqrt(n - 2) / 2)
+    pairs = n - max(ws.NEIGHBOUR_LAGS)
+    laws["neighbour_bits"] = (pairs / 2, math.sqrt(pairs) / 2)
     assert (extra["strided_sum_zeros"] == 0).all()
     assert (extra["consumed_zeros"] == 0).all()
+    assert (extra["tile_repeats"] == 0).all()
     for name, (mean, sd) in laws.items():
         assert np.all(np.abs(stats_[name].mean(axis=0) - mean)
                       < 6 * sd / math.sqrt(rows)), name
@@ -185,7 +238,12 @@ _CAUGHT_BY = {
     "group_checksums": ["consumed_zeros"],
     "strided_checksums": ["strided_sum_zeros"],
     "zeros_outside_sample_98": ["consumed_zeros"],
-    "pool_4k_tiled": ["word_repeats"],
+    "pool_4k_tiled": ["word_repeats", "tile_repeats"],
+    "pool_tiled_unsampled": ["tile_repeats"],
+    "pool_tiled_after_header": ["tile_repeats"],
+    "low_bit_period_4": ["neighbour_bits"],
+    "low_bit_period_6": ["neighbour_bits"],
+    "low_bit_period_8": ["neighbour_bits"],
     "block_of_3_repeated": ["partner_repeats"],
     "rows_identical": ["word_repeats"],
 }

@@ -32,7 +32,9 @@ extraction before it (a parity class from a seeded generator, odd words
 even, a low bit following the parity), at words derived from others (a
 negated or complemented half, checksums per group or per set of words C
 apart), at the checks' sample (zeros outside the old one, or today's)
-and at repeats beyond it (a 4 KiB pool tiled). Some need the model's
+and at repeats beyond it (a 4 KiB pool tiled, a pool of 5/11 of the
+buffer, a pool of N - 8 words after a header), and bit 0 following the position
+modulo 4, 6 or 8. Some need the model's
 layout (`Generator.layout_aware`, `Generator.make`).
 
 `check_model` runs them against a phone model (any function of the
@@ -453,11 +455,25 @@ def _zeros_outside_sample(share):
     return fill
 
 
-def _pool_tiled(rng, rows, width):
-    # A 4 KiB pool (1024 words; half the buffer when shorter) tiled.
-    pool = min(1024, width // 2)
-    return np.tile(_os_urandom(rng, rows, pool),
-                   (1, -(-width // pool)))[:, :width]
+def _pool_of(size, header=0):
+    """Fill: `header` constant words (1, 2, ...), then a pool of size(width)
+    fresh words tiled over the rest of the buffer."""
+    def fill(rng, rows, width):
+        pool = size(width)
+        words = np.tile(_os_urandom(rng, rows, pool),
+                        (1, -(-width // pool)))[:, :width - header]
+        head = np.broadcast_to(np.arange(1, header + 1, dtype=np.int32),
+                               (rows, header))
+        return np.concatenate([head, words], axis=1)
+    return fill
+
+
+def _low_bit_pattern(pattern):
+    """Fill: fresh words whose bit 0 is pattern[position mod its length]."""
+    def fill(rng, rows, width):
+        bits = np.resize(np.array(pattern, np.int32), width)
+        return (_os_urandom(rng, rows, width) & ~np.int32(1)) | bits[None]
+    return fill
 
 
 # Issue 38: the reviewer's buffers, each aimed at a group of the old
@@ -503,7 +519,31 @@ _ISSUE_38 = [
               bad=_outside_sample),
     Generator("pool_4k_tiled", "a pool of 1024 fresh words (4 KiB; half "
               "the buffer when shorter) tiled over the buffer",
-              _pool_tiled),
+              _pool_of(lambda n: min(1024, n // 2))),
+    # Issue 38, round five: pools of any size, and bit patterns of the
+    # periods an extraction group of g = 4 or 8 words sums over.
+    Generator("pool_tiled_unsampled", "a pool of 10/11 of half the buffer "
+              "(rounded; 1,396 words of a 3,072-word buffer: not a power "
+              "of two, so the sample before round five read none of its "
+              "words twice) tiled over the buffer: the consumed words "
+              "repeat 1,396 apart", _pool_of(lambda n: round(n * 5 / 11))),
+    Generator("pool_tiled_after_header", "3 header words (1, 2, 3), then "
+              "a pool of N - 8 fresh words tiled: its first 5 words "
+              "repeat at the end (the longest pool the checks refuse "
+              "after the longest header)",
+              _pool_of(lambda n: n - 8, header=3)),
+    Generator("low_bit_period_4", "fresh words whose bit 0 is 1 at "
+              "positions 0 mod 4, else 0 (a quarter of the words odd)",
+              _low_bit_pattern([1, 0, 0, 0])),
+    Generator("low_bit_period_6", "fresh words whose bit 0 follows the "
+              "position modulo 6 (0, 0, 1, 0, 1, 1)",
+              _low_bit_pattern([0, 0, 1, 0, 1, 1])),
+    Generator("low_bit_period_8", "fresh words whose bit 0 follows the "
+              "position modulo 8 (0, 0, 0, 1, 0, 1, 1, 1: half the words "
+              "odd, and half the neighbours 1 or 2 apart differ, so the "
+              "bit counts and the old neighbour lags 1 and 2 passed it "
+              "at C = 31, g = 8, whose groups sum over all 8 residues to "
+              "a fixed low bit)", _low_bit_pattern([0, 0, 0, 1, 0, 1, 1, 1])),
 ]
 
 

@@ -14,10 +14,10 @@ per row and does two things with them before releasing anything:
   32 bit counts and the four byte-collision counts of the sampled words;
   the sampled words equal to their partner half a buffer later and the
   bit counts of the pairs' sums; the bit counts of the XOR of sampled
-  neighbours 1 and 2 apart; the zeros among the sums of the words C
-  apart), on every word through the zeros of the consumed words, and the
-  repeated sampled
-  words over the whole call: one verdict for the whole call; when any
+  words 16 and 24 apart; the zeros among the sums of the words C
+  apart), on every word through the zeros of the consumed words and the
+  words equal to one of the first 8 (tiled pools), and the repeated
+  sampled words over the whole call: one verdict for the whole call; when any
   row, or the call, fails, every row's release is unusable.
 
 Ops: SPLIT, CONCATENATION and ADD (g = 2) or GATHER and SUM (g > 2) for
@@ -117,7 +117,8 @@ def words_look_random(words, consumed, used=None):
 
 def _buffer_columns(consumed):
     """{check name: its column in `_buffer_statistics`' values}."""
-    return {"strided_sum_zeros": [0], "consumed_zeros": [1]}
+    return {"strided_sum_zeros": [0], "consumed_zeros": [1],
+            "tile_repeats": [2]}
 
 
 def _buffer_statistics(words, consumed, sample, used=None):
@@ -128,9 +129,13 @@ def _buffer_statistics(words, consumed, sample, used=None):
       (g = 2: of the sampled pairs; the extraction before issue 38, which
       apps could have cancelled with checksums or a negated half);
     - `consumed_zeros`: the zeros among all C consumed words (groups
-      cancelled by checksums; a buffer mostly zero anywhere).
+      cancelled by checksums; a buffer mostly zero anywhere);
+    - `tile_repeats`: the words equal to one of the buffer's first
+      `ws.TILE_ANCHORS` (a pool of any size up to N - 8 tiled from the
+      first word, or after a header of up to 3 words).
 
-    Ops: EQUAL and SUM (SUM over g words C apart when g > 2).
+    Ops: EQUAL and SUM (SUM over g words C apart when g > 2); EQUAL of
+    the words against each of the 8 anchors, MAXIMUM and SUM.
     """
     limits = ws.row_limits(consumed)
     lay = extraction.layout(consumed)
@@ -142,10 +147,28 @@ def _buffer_statistics(words, consumed, sample, used=None):
     else:
         strided = tf.reduce_sum(tf.reshape(words, [-1, lay.group, consumed]),
                                 axis=1)
-    values = tf.concat([_zeros(strided), _zeros(used)], axis=-1)
+    values = tf.concat([_zeros(strided), _zeros(used),
+                        _tile_repeats(words)], axis=-1)
     highs = np.array([limits.strided_sum_zeros[1],
-                      limits.consumed_zeros[1]], np.float32)
-    return values, np.array([-1.0, -1.0], np.float32), highs
+                      limits.consumed_zeros[1], limits.tile_repeats[1]],
+                     np.float32)
+    return values, np.full(3, -1.0, np.float32), highs
+
+
+def _tile_repeats(words):
+    """(batch, 1) float32: the words after the first `ws.TILE_ANCHORS`
+    equal to one of them: a pool of up to N - TILE_ANCHORS words tiled
+    from the buffer's first word repeats every anchor. Per anchor one
+    EQUAL of the words against it, CAST, and a MAXIMUM into the hits (one
+    EQUAL broadcast over (N, 8), or LOGICAL_OR, was several times slower
+    in TFLite; docs/benchmarks.md has the cost of this one)."""
+    k = ws.TILE_ANCHORS
+    rest = _part(words, k, int(words.shape[-1]))
+    hits = None
+    for anchor in tf.split(_part(words, 0, k), k, axis=1):
+        hit = tf.cast(tf.equal(rest, anchor), tf.float32)
+        hits = hit if hits is None else tf.maximum(hits, hit)
+    return tf.reduce_sum(hits, axis=-1, keepdims=True)
 
 
 def _zeros(values):
@@ -258,14 +281,15 @@ def _row_statistics(sample, consumed):
     static_rows = sample.shape[0]
     rows = static_rows if static_rows is not None else tf.shape(sample)[0]
     first, second = tf.split(sample, 2, axis=-1)
-    # The sampled words, the pairs' sums, and the XOR of sampled words 1
-    # and 2 apart (S - 2 of each): their bit counts come from the same
-    # byte histograms.
+    # The sampled words, the pairs' sums, and the XOR of sampled words
+    # `ws.NEIGHBOUR_LAGS` apart (S - 24 of each): their bit counts come
+    # from the same byte histograms.
     size = taken.size
-    head = _part(sample, 0, size - 2)
-    sources = [sample, first + second,
-               tf.bitwise.bitwise_xor(_part(sample, 1, size - 1), head),
-               tf.bitwise.bitwise_xor(_part(sample, 2, size), head)]
+    span = size - max(ws.NEIGHBOUR_LAGS)
+    head = _part(sample, 0, span)
+    sources = [sample, first + second] + [
+        tf.bitwise.bitwise_xor(_part(sample, lag, lag + span), head)
+        for lag in ws.NEIGHBOUR_LAGS]
     extra = [tf.reduce_sum(tf.cast(tf.equal(first, second), tf.float32),
                            axis=-1, keepdims=True)]
     widths = [int(x.shape[-1]) for x in sources]

@@ -24,7 +24,9 @@ words tiled over the buffer (a 4 KiB pool: 1,024 words) repeats the
 first block's words there. The sampled checks' cost is then fixed,
 whatever N (docs/benchmarks.md). What a fixed sample cannot see (issue
 38: a buffer 98% zeros outside it) shows in the zeros of the consumed
-words, which every word reaches (11 below: one cheap pass over C words).
+words, which every word reaches (11 below: one cheap pass over C words),
+and a pool of any other size tiled over the buffer in the words equal to
+one of its first 8 (12 below: one pass over the N words against 8).
 
 The checks (the low and high bytes are w mod 256 and (w >> 24) mod 256):
 
@@ -68,13 +70,20 @@ Per row, on the sampled pairs (j, j + N/2) (N/2 = C when g = 2):
 
 Per row, the checks of issue 38 (`BUFFER_TESTS`):
 
-9. `neighbour_bits`: 1 on the XOR of sampled words 1 apart, and on the
-   XOR of sampled words 2 apart, S - 2 of each (from the same byte
-   histograms as 1; for good words i.i.d. uniform: the map
-   from the words to (x_0, x_1, differences) is a bijection). A bit that
-   follows the position's parity (or its position modulo 4) survives
-   every sum (the low bit of a sum is the XOR of the low bits) and
-   passes 1 (half the words have it set); here it is stuck.
+9. `neighbour_bits`: 1 on the XOR of sampled words 16 apart, and on
+   the XOR of sampled words 24 apart (`NEIGHBOUR_LAGS`), S - 24 of each
+   (from the same byte histograms as 1; for good words i.i.d. uniform:
+   the map from the words to (the first L, the XORs L apart) is a
+   bijection). A bit that is a function of the position modulo 2, 3, 4,
+   6, 8, 12, 16 or 24 (the low bit following the parity; a pattern of
+   period 4 or 8, which an extraction group of g = 4 or 8 words sums
+   over a whole period, so that every consumed word's low bit is fixed)
+   survives every sum (the low bit of a sum is the XOR of the low bits)
+   and can pass 1 (half the words have it set); here it is stuck (the
+   few pairs across the sample's blocks aside). A fixed pattern of
+   another period looks like random bits: as undetectable as a
+   predictable generator. Before, the lags were 1 and 2 (periods 2 and
+   4 only; issue 38's first version).
 10. `strided_sum_zeros`: the zeros among the sums of the words C apart
    (the extraction's groups before issue 38, which an app could have
    cancelled by checksums or a negated half; for g = 2 the sampled
@@ -88,6 +97,18 @@ Per row, the checks of issue 38 (`BUFFER_TESTS`):
    (catches any tile and any mostly constant buffer), whose
    UNSORTED_SEGMENT_SUM over the words costs several times the whole
    check in TFLite.
+12. `tile_repeats`: the words at positions 8 .. N - 1 equal to one of
+   the first `TILE_ANCHORS` = 8 (one EQUAL of every word against the 8,
+   a MAX over them and a SUM). Given the anchors, each good word after
+   them is one of at most 8 values with probability at most 8 / 2^32,
+   independently, so P(R >= r) <= C(N - 8, r) (2^-29)^r; fails from the
+   smallest r with that bound below the share (`tile_repeat_limit`: 3 up
+   to about 4,000 words, 4 up to about 2^19, 5 up to 2^21). A pool of P
+   <= N - 8 words tiled from the first word repeats the 8 anchors at P,
+   or after a header of h <= 3 words the 8 - h anchors past it: whatever
+   P (not only a power of two, and not only inside the sample). A pool
+   of more than N - 8 words (at most the last 7 words copies of the
+   first) is not caught.
 
 Over the whole call (every row's sample flattened into one list of M
 words: a batch whose rows share words must fail):
@@ -154,7 +175,8 @@ NUM_BITS = 32
 COLLISION_TESTS = ("low_byte_collisions", "low_byte_step_collisions",
                    "high_byte_collisions", "high_byte_step_collisions")
 PARTNER_TESTS = ("partner_repeats", "half_sum_bits")
-BUFFER_TESTS = ("neighbour_bits", "strided_sum_zeros", "consumed_zeros")
+BUFFER_TESTS = ("neighbour_bits", "strided_sum_zeros", "consumed_zeros",
+                "tile_repeats")
 ROW_TESTS = ("bits",) + COLLISION_TESTS + PARTNER_TESTS + BUFFER_TESTS
 CALL_TESTS = ("word_repeats",)
 TESTS = ROW_TESTS + CALL_TESTS
@@ -169,6 +191,12 @@ MIN_WORDS = extraction.MIN_WORDS
 SAMPLE_WORDS = 4 * BLOCK
 # Blocks of consumed words whose groups a longer row's sample holds.
 CONSUMED_BLOCKS = 2
+# `neighbour_bits` reads the XOR of sampled words this many apart: a bit
+# that is a function of the position modulo any divisor of 16 or of 24
+# (2, 3, 4, 6, 8, 12) is stuck in it.
+NEIGHBOUR_LAGS = (16, 24)
+# `tile_repeats` compares every word with the buffer's first words.
+TILE_ANCHORS = 8
 # The most words one call (a batch) may carry: SecureUserSide splits
 # larger batches; the phone models take one row.
 MAX_WORDS_PER_CALL = 2**21
@@ -244,12 +272,16 @@ class RowLimits:
         half_sum_bits: (low, high) for the bit counts of the sums
             w_j + w_{j + N/2} of the sampled pairs.
         neighbour_bits: (low, high) for the bit counts of the XOR of
-            sampled words 1 apart, and of those 2 apart (S - 2 of each).
+            sampled words 16 apart, and of those 24 apart (S - 24 of
+            each: `NEIGHBOUR_LAGS`).
         strided_sum_zeros: (None, high) for the zeros among the sums of
             the words C apart (`strided_sums`: the extraction before
             issue 38).
         consumed_zeros: (None, high) for the zeros among all C consumed
             words.
+        tile_repeats: (None, high) for the words at positions
+            TILE_ANCHORS .. N - 1 equal to one of the first TILE_ANCHORS
+            words (`tile_repeat_limit`).
         sampled: whether the checks read a sample (N > 512), not the
             whole buffer.
     """
@@ -268,6 +300,7 @@ class RowLimits:
     neighbour_bits: tuple
     strided_sum_zeros: tuple
     consumed_zeros: tuple
+    tile_repeats: tuple
     sampled: bool
 
 
@@ -306,11 +339,13 @@ def row_limits(consumed):
         partner_repeats=(None, partner_repeat_limit(partners)),
         half_sum_bits=binomial_half_limits(
             partners, PARTNER_FALSE_ALARM / (2 * NUM_BITS)),
-        neighbour_bits=binomial_half_limits(taken.size - 2, lag_share),
+        neighbour_bits=binomial_half_limits(
+            taken.size - max(NEIGHBOUR_LAGS), lag_share),
         strided_sum_zeros=(None, partner_repeat_limit(
             strided, BUFFER_FALSE_ALARM)),
         consumed_zeros=(None, partner_repeat_limit(
             consumed, BUFFER_FALSE_ALARM)),
+        tile_repeats=(None, tile_repeat_limit(lay.words)),
         sampled=sampled)
 
 
@@ -328,6 +363,31 @@ def partner_repeat_limit(pairs, false_alarm=PARTNER_FALSE_ALARM):
     while (math.lgamma(pairs + 1) - math.lgamma(r + 1)
            - math.lgamma(pairs - r + 1) - 32 * r * math.log(2.0)) \
             > math.log(false_alarm):
+        r += 1
+    return r
+
+
+def tile_repeat_limit(words, anchors=TILE_ANCHORS,
+                      false_alarm=BUFFER_FALSE_ALARM):
+    """The fewest of the n = words - anchors words after the first
+    `anchors` equal to one of those that fail: given the anchors, each
+    good word after them is independently one of at most `anchors` values
+    with probability at most anchors / 2^32, so P(R >= r) <= C(n, r)
+    (anchors 2^-32)^r; the smallest r with that bound <= false_alarm.
+
+    Example:
+    >>> tile_repeat_limit(128), tile_repeat_limit(24576)
+    (3, 4)
+    >>> tile_repeat_limit(196608), tile_repeat_limit(2**21)
+    (4, 5)
+    """
+    words = validation.check_int("words", words, minimum=anchors + 1)
+    _check_false_alarm(false_alarm)
+    n = words - anchors
+    log_p = math.log(anchors) - 32 * math.log(2.0)
+    r = 1
+    while (math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)
+           + r * log_p) > math.log(false_alarm):
         r += 1
     return r
 
