@@ -42,13 +42,30 @@ def chi_square_pvalue(counts, probs):
     return stats.chisquare(observed, wanted).pvalue
 
 
+# metric_noise_closed_form's answers by its arguments: a module's tests
+# ask for the same law several times (the layer's and the phone model's).
+_CLOSED_FORMS = {}
+
+
 def metric_noise_closed_form(table, special, word, eta, root=None,
                              threshold=None, grid=1500):
     """P(output | word) of 2-D metric noise decoded to the nearest token
     (or, with `threshold`, by the Vickrey rule), by integrating the noise
     density on a grid: radius at Gamma(2, 1/eta) quantile midpoints,
-    angle at midpoints, each point of equal mass."""
+    angle at midpoints, each point of equal mass. Computed once per
+    arguments (a copy is returned)."""
     table = np.asarray(table, np.float64)
+    key = (table.tobytes(), table.shape, tuple(special), word, eta,
+           None if root is None else np.asarray(root, np.float64).tobytes(),
+           threshold, grid)
+    if key not in _CLOSED_FORMS:
+        _CLOSED_FORMS[key] = _metric_noise_closed_form(
+            table, special, word, eta, root, threshold, grid)
+    return _CLOSED_FORMS[key].copy()
+
+
+def _metric_noise_closed_form(table, special, word, eta, root, threshold,
+                              grid):
     radius = stats.gamma(a=2, scale=1.0 / eta).ppf(
         (np.arange(grid) + 0.5) / grid)
     angle = 2.0 * np.pi * (np.arange(grid) + 0.5) / grid
@@ -59,16 +76,25 @@ def metric_noise_closed_form(table, special, word, eta, root=None,
     y = table[word] + z
     candidates = np.array([i for i in range(len(table))
                            if i not in special])
-    d = np.linalg.norm(y[:, None, :] - table[candidates][None], axis=-1)
-    order = np.argsort(d, axis=1, kind="stable")
-    first = candidates[order[:, 0]]
+    # Euclidean distances to each candidate, a column at a time (the same
+    # values as np.linalg.norm over a (points, candidates, 2) array,
+    # without it); the nearest is the first smallest, the runner-up the
+    # first smallest of the others (a stable sort's first two).
+    d = np.empty((len(y), len(candidates)))
+    for j, row in enumerate(table[candidates]):
+        np.sqrt(np.square(y - row).sum(axis=1), out=d[:, j])
+    first_at = np.argmin(d, axis=1)
+    first = candidates[first_at]
     probs = np.zeros(len(table))
     if threshold is None:
         np.add.at(probs, first, 1.0)
         return probs / len(y)
-    second = candidates[order[:, 1]]
-    d1 = np.take_along_axis(d, order[:, :1], 1)[:, 0]
-    d2 = np.take_along_axis(d, order[:, 1:2], 1)[:, 0]
+    rows = np.arange(len(y))
+    d1 = d[rows, first_at]
+    d[rows, first_at] = np.inf
+    second_at = np.argmin(d, axis=1)
+    second = candidates[second_at]
+    d2 = d[rows, second_at]
     t = threshold
     denominator = t * d1 + (1 - t) * d2
     p1 = np.where(denominator > 0, (1 - t) * d2 / np.where(

@@ -55,10 +55,12 @@ def runs(tmp_path_factory, tiny_preset):
 
 
 # The exports the module's tests share, each made once (`exported`): the
-# non-private run in float32 with the string-in model too, and the robust
-# run in float32 with the app's random words (the default) and with the
-# model's own noise. Only int8 tests export in int8.
-NONE_F32 = dict(quantization="float32", tokenizer_in_graph=True)
+# non-private run in float32 at lengths 4, 8 and 16 (its max_length) with
+# the string-in model too, and the robust run in float32 with the app's
+# random words (the default) and with the model's own noise. Only int8
+# tests export in int8.
+NONE_F32 = dict(quantization="float32", tokenizer_in_graph=True,
+                lengths=[8, 4])
 ROBUST_INPUT = dict(quantization="float32")
 ROBUST_INTERNAL = dict(quantization="float32", noise_source="internal")
 
@@ -531,7 +533,10 @@ def test_tokenizer_in_graph_matches_ids_model(exported):
         custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
     runner = text_model.get_signature_runner()
     pipeline = ExportedPipeline(out)
-    for text in ("Mary's café in Zürich was excellent.", "the " * 40):
+    texts = ("Mary's café in Zürich was excellent.", "the " * 40)
+    # The string-in model is the max_length model's: so are the ids'.
+    assert pipeline.lengths_for(list(texts)) == [16, 16]
+    for text in texts:
         from_text = runner(text=np.array([text]))["private_representation"]
         from_ids = pipeline.privatize([text])["private_representation"]
         np.testing.assert_allclose(from_text, from_ids, rtol=1e-5, atol=1e-6)
@@ -712,7 +717,7 @@ SHORT_TEXTS = ["good", "the staff was friendly",
 @pytest.fixture(scope="module")
 def lengths_export(exported):
     """runs["none"] exported at lengths 4, 8 (and 16, its max_length)."""
-    return exported("none", quantization="float32", lengths=[8, 4])
+    return exported("none", **NONE_F32)
 
 
 def test_lengths_are_signatures_of_one_file_in_the_manifest(
@@ -740,8 +745,11 @@ def test_lengths_are_signatures_of_one_file_in_the_manifest(
     tflite_bytes = open(path, "rb").read()
     assert sorted(tflite.signature_keys(tflite_bytes)) == [
         "length_4", "length_8", "serving_default"]
-    # The weights are stored once: three lengths cost little more than one.
-    single, _ = exported("none", **NONE_F32)
+    # The weights are stored once: three lengths cost little more than one
+    # (the robust run's phone model: the same encoder, float32, at its
+    # max_length only).
+    single, single_manifest = exported("robust", **ROBUST_INPUT)
+    assert single_manifest["user"]["lengths"] == [16]
     assert len(tflite_bytes) < 1.3 * os.path.getsize(
         os.path.join(single, rundir.PHONE_MODEL))
 
@@ -869,8 +877,7 @@ def test_private_dim_run_exports_its_projection_with_vector_noise(runs,
     assert metrics["guarantee"]["unit"] == "per_representation"
     assert metrics["guarantee"]["details"]["noise_scale"] == 0.5
     out = str(tmp_path / "exp")
-    manifest = exporter.export_run(run, out, quantization="float32",
-                                   lengths=[8])
+    manifest = exporter.export_run(run, out, quantization="float32")
     # 4 words per coordinate (16), each mixed from g = 8 words: the
     # checks' minimum of 128.
     assert manifest["user"]["inputs"]["random_words"] == [

@@ -215,3 +215,31 @@ def _without_tensor_names(tflite_bytes):
         for tensor in subgraph.tensors:
             tensor.name = None
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def test_convert_walks_for_lookup_tables_only_when_needed(converted,
+                                                          monkeypatch):
+    """`convert` leaves the model untracked (no walk for lookup tables) and
+    makes what the tracking route (`model.export`'s) makes but for tensor
+    names; a model holding a lookup table is converted again with the walk,
+    which it needs; a bad `track` is refused."""
+    model = _models()["laplace"]
+    assert _without_tensor_names(converted["laplace"]) == \
+        _without_tensor_names(export.convert(model, track=True))
+    routes = []
+    convert_archive = tflite._convert_archive
+
+    def spy(models, batch_size, **kwargs):
+        routes.append(kwargs["track"])
+        return convert_archive(models, batch_size, **kwargs)
+
+    monkeypatch.setattr(tflite, "_convert_archive", spy)
+    x = keras.Input((4,), dtype="int64", name="x")
+    lookup = keras.Model(x, keras.layers.IntegerLookup(
+        vocabulary=[5, 7, 9])(x))
+    flat = export.convert(lookup, builtins_only=False)
+    assert routes == [False, True]
+    assert "FlexLookupTableFindV2" in {op.name
+                                       for op in tflite.operators(flat)}
+    with pytest.raises(ValueError, match="`track` must be"):
+        export.convert(model, track="yes")

@@ -30,6 +30,7 @@ from ai_edge_litert.interpreter import Interpreter
 from scipy import stats
 
 import chromium
+import eager_training
 from tfdptext import data
 from tfdptext import rundir
 from tfdptext import training
@@ -66,7 +67,8 @@ def export(tmp_path_factory, tiny_preset):
         max_length=64, batch_size=32, epochs=1, learning_rate=3e-3,
         max_train_examples=64, max_dev_examples=32)
     run = str(base / "quickstart")
-    training.train(config, run, dataset=corpus, verbose=0)
+    with eager_training.eager_fit():  # what it exports, not fit's graph
+        training.train(config, run, dataset=corpus, verbose=0)
     out = str(base / "export")
     return out, exporter.export_run(run, out, quantization="int4")
 

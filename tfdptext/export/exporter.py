@@ -792,8 +792,10 @@ def convert_text_input(phone, tokenizer, out, options):
     """Optional step: the string-in phone model (TEXT_PHONE_MODEL, TF Text
     custom ops); returns its manifest record."""
     text_model = text_input.text_input_model(phone, tokenizer)
+    # The tokenizer's lookup tables are tracked (`convert`'s `track`).
     text_bytes = tflite.convert(text_model, quantize=options.quantize,
-                                custom_ops=True, temp_dir=out.path)
+                                custom_ops=True, temp_dir=out.path,
+                                track=True)
     tflite.check_unseeded_builtins(text_bytes, text_input.TFTEXT_CUSTOM_OPS)
     _write_bytes(out.file(rundir.TEXT_PHONE_MODEL), text_bytes)
     return {

@@ -1,10 +1,12 @@
 """Converting Keras models to TFLite, and checking what a .tflite holds.
 
-Conversion goes through `model.export(..., format="tf_saved_model")` (or,
-for several signatures in one file, Keras' `ExportArchive`, which
-`model.export` uses underneath) and `TFLiteConverter.from_saved_model`: on
-Keras 3 the concrete-function and tf.Module routes convert but silently
-output NaN (platform notes).
+Conversion goes through Keras' `ExportArchive` (what
+`model.export(..., format="tf_saved_model")` uses underneath), written as a
+SavedModel, and `TFLiteConverter.from_saved_model`: on Keras 3 the
+concrete-function and tf.Module routes convert but silently output NaN
+(platform notes). The archive does not `track` the models unless they hold
+lookup tables (`convert`'s `track`): tracking walks every layer and traces
+the Keras models inside again, for the same .tflite but for tensor names.
 """
 
 import contextlib
@@ -46,8 +48,9 @@ class Operator:
 
 
 def convert(model, quantize=False, builtins_only=True, custom_ops=False,
-            batch_size=None, temp_dir=None):
-    """Converts a Keras model to .tflite bytes.
+            batch_size=None, temp_dir=None, track=None):
+    """Converts a Keras model to .tflite bytes (one signature,
+    "serving_default").
 
     Args:
         model: a built Keras model.
@@ -62,14 +65,35 @@ def convert(model, quantize=False, builtins_only=True, custom_ops=False,
             system's temporary directory. The exporter passes its partial
             output directory, so that a killed export leaves nothing in the
             system's temporary directory.
+        track: True walks the model for lookup tables, as `model.export`
+            does (a model holding them, e.g. the string-in phone model,
+            needs it); False does not (the same .tflite but for tensor
+            names, for about half the CPU time of a small phone model:
+            tests/test_tflite.py); None (default): not, and again with
+            the walk if the SavedModel writer finds a resource the walk
+            would have tracked.
+
+    Example:
+    >>> x = keras.Input((16,), name="x")
+    >>> model = keras.Model(x, layers.LaplaceNoise(1.0)(x))
+    >>> tflite_bytes = convert(model)
     """
-    signature = _input_signature(model, _check_batch_size(batch_size))
-    with _saved_model_dir(temp_dir) as saved:
-        model.export(saved, format="tf_saved_model", verbose=False,
-                     input_signature=signature)
-        return _convert_saved_model(saved, None, quantize=quantize,
-                                    builtins_only=builtins_only,
-                                    custom_ops=custom_ops)
+    if track not in (None, True, False):
+        raise ValueError(f"`track` must be None, True or False, got "
+                         f"{track!r}.")
+    batch_size = _check_batch_size(batch_size)
+    options = dict(quantize=quantize, builtins_only=builtins_only,
+                   custom_ops=custom_ops, temp_dir=temp_dir)
+    models = {_SERVING: model}
+    if track is None:
+        try:
+            return _convert_archive(models, batch_size, track=False,
+                                    **options)
+        except AssertionError as err:  # tf.saved_model.save's own type
+            if "untracked" not in str(err):
+                raise
+        track = True
+    return _convert_archive(models, batch_size, track=track, **options)
 
 
 def convert_signatures(models, *, quantize=False, builtins_only=True,
@@ -90,7 +114,6 @@ def convert_signatures(models, *, quantize=False, builtins_only=True,
     """
     if not models:
         raise ValueError("`models` must hold at least one model.")
-    batch_size = _check_batch_size(batch_size)
     # The endpoints capture the variables they read, and only those reach
     # the .tflite, so the models are not `track`ed: tracking makes
     # `write_out` walk every layer for lookup tables (the phone models
@@ -98,8 +121,23 @@ def convert_signatures(models, *, quantize=False, builtins_only=True,
     # that walk traces every Keras model inside again
     # (`_default_save_signature`): about a third of an export's CPU time,
     # for the same .tflite but for tensor names (tests/test_tflite.py).
+    return _convert_archive(models, _check_batch_size(batch_size),
+                            track=False, quantize=quantize,
+                            builtins_only=builtins_only,
+                            custom_ops=custom_ops, temp_dir=temp_dir)
+
+
+_SERVING = "serving_default"
+
+
+def _convert_archive(models, batch_size, *, track, quantize, builtins_only,
+                     custom_ops, temp_dir):
+    """{signature key: model} through one ExportArchive (each model
+    `track`ed if `track`), its SavedModel and the converter."""
     archive = keras.export.ExportArchive()
     for key, model in models.items():
+        if track:
+            archive.track(model)
         archive.add_endpoint(
             key, _endpoint(model),
             input_signature=_input_signature(model, batch_size))
@@ -135,9 +173,7 @@ def _check_batch_size(batch_size):
 
 def _input_signature(model, batch_size):
     """[TensorSpecs shaped like the model's inputs, batch fixed to
-    `batch_size`], or None to keep the model's own (dynamic batch)."""
-    if batch_size is None:
-        return None
+    `batch_size` (None: dynamic)]."""
     return [keras.tree.map_structure(
         lambda t: tf.TensorSpec((batch_size, *t.shape[1:]), t.dtype,
                                 name=t.name), model.input)]
