@@ -125,6 +125,9 @@ def test_attackers_see_clean_leak_and_not_heavy_noise(runs, clean_eval):
         best_constant = max(r["n_test_per_class"].values()) / r["n_test"]
         assert r["accuracy"]["mean"] <= best_constant + 0.15
         assert abs(r["roc_auc"]["mean"] - 0.5) < 0.2
+    # (The majority guesses score 0.54 and 0.50 on heavy_corpus' test
+    # split, 0.42 and 0.46 on the corpus': the clean attacker's reading of
+    # gender, 0.66 measured, is what keeps the clean run below.)
     privacy = noisy["attack"]["empirical_privacy"]["demographic"]
     assert privacy["strongest"] > \
         clean["attack"]["empirical_privacy"]["demographic"]["strongest"]
@@ -142,11 +145,13 @@ def test_attackers_see_clean_leak_and_not_heavy_noise(runs, clean_eval):
 def test_utility_and_fairness_match_direct_computation(runs, clean_eval):
     # Gap change against the clean evaluation of the same noise-free run
     # (the same predictions). The attacker is not checked here: logistic
-    # regression (DPNR's MLP costs about 15 CPU-s: 50 epochs).
+    # regression (DPNR's MLP costs about 15 CPU-s: 50 epochs) on the
+    # first 200 train texts (utility and fairness are the test split's).
     out, result = _evaluate(runs, "none", output="_gender",
                             private_attributes=["gender"],
                             baseline_eval=clean_eval[0],
-                            attackers=["logistic_regression"])
+                            attackers=["logistic_regression"],
+                            max_attack_examples=200)
     saved = np.load(os.path.join(out, "predictions.npz"))
     test = runs["corpus"].splits["test"]
     np.testing.assert_array_equal(saved["labels"], test.labels)
@@ -198,12 +203,14 @@ def test_token_level_runs_report_inversion_and_deniability(runs, t2t_eval):
     assert all(0 <= n <= 50 for n in den["n_w"])
     assert all(1 <= s <= 50 for s in den["s_w"])
     # The attackers read the token-level release (logistic regression:
-    # the features are the attacker's input whatever its kind).
+    # the features are the attacker's input whatever its kind) of the
+    # first 200 train texts.
     _, tok = _evaluate(runs, "token", private_attributes=["age"],
-                       attackers=["logistic_regression"])
+                       attackers=["logistic_regression"],
+                       max_attack_examples=200)
     assert 0.0 <= tok["token_level"]["inversion_accuracy"] <= 1.0
     attacker = tok["attack"]["per_attribute"]["age"]["logistic_regression"]
-    assert (attacker["n_train"], attacker["n_test"]) == (800, 100)
+    assert (attacker["n_train"], attacker["n_test"]) == (200, 100)
 
 
 def test_membership_attacks_the_release_the_model_trained_on(
