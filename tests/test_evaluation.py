@@ -62,35 +62,6 @@ def test_plausible_deniability_exact_on_toy_mechanisms():
     assert n_w.tolist() == [100] and s_w.tolist() == [10]
 
 
-def test_plausible_deniability_batches_tokens_into_few_calls(monkeypatch):
-    """Several tokens' samples per call (one row each), cut at
-    IDS_PER_CALL ids: the counts are each token's own."""
-    from tfdptext.evaluation import deniability
-
-    calls = []
-
-    def shift(ids):  # token w -> w + 1 on even samples, w on odd ones
-        calls.append(ids.shape)
-        return ids + (np.arange(ids.shape[-1]) % 2 == 0) * (ids % 3 == 0)
-
-    tokens = [3, 4, 6, 7, 9]
-    n_w, s_w = evaluation.plausible_deniability(shift, tokens, 100)
-    assert calls == [(5, 100)]
-    assert n_w.tolist() == [50, 100, 50, 100, 50]
-    assert s_w.tolist() == [2, 1, 2, 1, 2]
-    calls.clear()
-    monkeypatch.setattr(deniability, "IDS_PER_CALL", 250)
-    again = evaluation.plausible_deniability(shift, tokens, 100)
-    assert calls == [(2, 100), (2, 100), (1, 100)]
-    assert again[0].tolist() == n_w.tolist()
-    assert again[1].tolist() == s_w.tolist()
-    calls.clear()
-    evaluation.plausible_deniability(shift, [3, 4], 400)  # one row a call
-    assert calls == [(1, 400), (1, 400)]
-    assert evaluation.changed_share([101, 5, 6, 102], [101, 5, 9, 102],
-                                    ignore_ids=[101, 102]) == 0.5
-
-
 def _leaky(n, rng):
     y = rng.integers(0, 2, n)
     x = rng.normal(size=(n, 16)).astype(np.float32) * 0.3

@@ -7,23 +7,14 @@ mean more deniability.
 
 import numpy as np
 
-# The most ids one call of `privatize` gets in `plausible_deniability`:
-# the samples of several tokens go in one call (one row per token), which
-# saves each call's fixed cost (a table search, a graph call) and bounds
-# the arrays in flight.
-IDS_PER_CALL = 1 << 16
-
 
 def plausible_deniability(privatize, token_ids, num_samples=1000):
     """N_w and S_w for every id in `token_ids`.
 
     Args:
         privatize: a function from an int array of ids to privatized ids of
-            the same shape, fresh noise for every id (e.g. a
-            DChiTextPrivatizer layer, or
-            tfdptext.offline.DChiCorpusPrivatizer). It is called on rows
-            of `num_samples` copies of a token, several tokens' rows per
-            call (at most IDS_PER_CALL ids, at least one row).
+            the same shape (e.g. a DChiTextPrivatizer layer, or
+            tfdptext.offline.DChiCorpusPrivatizer).
         token_ids: the tokens to test.
         num_samples: privatizations per token.
 
@@ -35,14 +26,11 @@ def plausible_deniability(privatize, token_ids, num_samples=1000):
         raise ValueError(f"`num_samples` must be >= 1, got {num_samples}.")
     n_w = np.zeros(len(ids), np.int64)
     s_w = np.zeros(len(ids), np.int64)
-    rows = max(1, IDS_PER_CALL // num_samples)
-    for start in range(0, len(ids), rows):
-        part = ids[start:start + rows]
-        out = np.asarray(privatize(np.repeat(part[:, None], num_samples,
-                                             axis=1)))
-        out = out.reshape(len(part), num_samples)
-        n_w[start:start + len(part)] = (out == part[:, None]).sum(axis=1)
-        s_w[start:start + len(part)] = [len(np.unique(row)) for row in out]
+    for i, token in enumerate(ids):
+        out = np.asarray(privatize(np.full((1, num_samples), token,
+                                           np.int32))).ravel()
+        n_w[i] = int((out == token).sum())
+        s_w[i] = len(np.unique(out))
     return n_w, s_w
 
 
