@@ -60,6 +60,8 @@ def test_plausible_deniability_exact_on_toy_mechanisms():
 
     n_w, s_w = evaluation.plausible_deniability(cycle, [3], 1000)
     assert n_w.tolist() == [100] and s_w.tolist() == [10]
+    assert evaluation.changed_share([101, 5, 6, 102], [101, 5, 9, 102],
+                                    ignore_ids=[101, 102]) == 0.5
 
 
 def _leaky(n, rng):
