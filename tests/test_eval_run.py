@@ -33,11 +33,10 @@ def runs(tmp_path_factory, tiny_preset):
     epsilon 0.01 its release carries nothing whatever it learned; it is
     evaluated on `heavy_corpus` (400 test texts: see
     test_attackers_see_clean_leak_and_not_heavy_noise). The token-level
-    runs train
-    on the first 64 train and 16 dev texts of `corpus` (their users'
-    texts, released once through the user side: what they cost): the
-    tests read their releases of `corpus`, and membership inference the
-    first 60 texts of the release t2t trained on."""
+    runs train on the first 64 train and 16 dev texts of `corpus` (their
+    users' texts, released once through the user side: what they cost):
+    the tests read their releases of `corpus`, and membership inference
+    the first 60 texts of the release t2t trained on."""
     base = tmp_path_factory.mktemp("eval")
     corpus = data.load_synthetic(num_examples=1000)
     out = {"base": base, "corpus": corpus,
