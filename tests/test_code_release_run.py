@@ -16,6 +16,7 @@ from tfdptext import rundir
 from tfdptext import training
 from tfdptext.errors import ArgumentError
 from tfdptext.evaluation import evaluate as evaluation
+from tfdptext.evaluation.release import TrainedRun
 from tfdptext.export import exporter
 from tfdptext.export.local import ExportedPipeline
 from tfdptext.models import secure
@@ -154,11 +155,18 @@ def test_evaluation_reports_the_limit_from_the_reference(
         evaluation.evaluate(runs["none"], str(tmp_path / "eval2"),
                             dataset=runs_corpus, reference_run=runs["code"],
                             progress=False, plots=False)
-    # Another test split than the reference's is refused.
-    with pytest.raises(evaluation.EvaluationError, match="test split"):
-        evaluation.evaluate(runs["code"], str(tmp_path / "eval3"),
-                            reference_run=runs["none"], progress=False,
-                            plots=False)
+    # Another test split than the reference's (the run's own data set,
+    # 200 test texts) is refused before any text is released.
+    def no_release(*args, **kwargs):
+        raise AssertionError("released texts before checking the reference")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TrainedRun, "releases", no_release)
+        with pytest.raises(evaluation.EvaluationError, match="test split"):
+            evaluation.evaluate(runs["code"], str(tmp_path / "eval3"),
+                                reference_run=runs["none"], progress=False,
+                                plots=False)
+    assert not os.path.exists(tmp_path / "eval3")
 
 
 @pytest.mark.parametrize("kwargs,message", [

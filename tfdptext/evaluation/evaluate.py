@@ -509,6 +509,9 @@ def evaluate(model_dir, output_dir, dataset=None, private_attributes=None,
             dataset = data_lib.load_dataset(
                 run.config["dataset"], data_dir=run.config.get("data_dir"))
             check_classes(run, dataset)
+        if reference_run:  # its test split is this one: before any release
+            check_reference_run(reference_run, dataset.name,
+                                len(dataset.splits["test"]))
         attributes = (sorted(dataset.private_attributes)
                       if private_attributes is None
                       else list(private_attributes))
