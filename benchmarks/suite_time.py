@@ -24,6 +24,9 @@ from benchmarks import machine  # noqa: E402
 FLAGS = flags.FLAGS
 flags.DEFINE_string("log", None, "Read this saved output of "
                     "`/usr/bin/time -v make test` instead of running it.")
+flags.DEFINE_string("note", None, "How the logged run differed from a plain "
+                    "`make test`, if it did (e.g. a profiling plugin given "
+                    "through PYTEST_ADDOPTS); recorded beside the result.")
 
 
 def parse(text):
@@ -63,6 +66,8 @@ def main(argv):
                               stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True).stdout
     result = {"command": "/usr/bin/time -v make test", **parse(text)}
+    if FLAGS.note:
+        result["note"] = FLAGS.note
     print(result)
     machine.write_json(None, result, name="suite_time")
 
