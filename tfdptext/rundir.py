@@ -177,19 +177,6 @@ def write_text(path, text):
     os.replace(tmp, path)
 
 
-def _save_weights_atomically(model, path):
-    """model.save_weights to `path` under a temporary name, then renamed
-    (the temporary name keeps the .weights.h5 ending Keras requires)."""
-    tmp = _temporary_weights_path(path)
-    model.save_weights(tmp, overwrite=True)
-    os.replace(tmp, path)
-
-
-def _temporary_weights_path(path):
-    return os.path.join(os.path.dirname(path),
-                        f"{TEMPORARY_PREFIX}{os.getpid()}.weights.h5")
-
-
 def _file_identity(path):
     """(inode, size, modification time) of `path`, or None without it."""
     try:
@@ -350,7 +337,9 @@ class RunDir(Directory):
         model again: the same file, for a fraction of the cost."""
         digest = state_digest(model)
         last = getattr(self, "_last_weights", None)
-        tmp = _temporary_weights_path(path)
+        # The temporary name keeps the .weights.h5 ending Keras requires.
+        tmp = os.path.join(os.path.dirname(path),
+                           f"{TEMPORARY_PREFIX}{os.getpid()}.weights.h5")
         if last is not None and last[0] == digest and \
                 _file_identity(last[1]) == last[2]:
             shutil.copyfile(last[1], tmp)
