@@ -113,13 +113,37 @@ def test_false_alarm_shares_sum_to_at_most_two_to_the_minus_40():
 
 
 def test_tile_repeat_limit_is_the_smallest_count_under_its_share():
-    for words in (128, 512, 3072, 24576, 196608, 2**21):
-        n, p = words - ws.TILE_ANCHORS, ws.TILE_ANCHORS * 2.0**-32
+    anchors = len(ws.TILE_ANCHOR_STARTS)
+    for words in (128, 512, 3072, 24576, 131080, 131082, 196608, 2**21):
+        n, p = words // 2 - ws.TILE_FIRST_PAIR, anchors * 2.0**-64
         r = ws.tile_repeat_limit(words)
         assert math.comb(n, r) * p**r <= ws.BUFFER_FALSE_ALARM \
             < math.comb(n, r - 1) * p**(r - 1)
-        # A pool of N - 8 words after a 3-word header repeats 5 anchors.
-        assert r <= ws.TILE_ANCHORS - 3
+        # A tiled pool repeats 2 anchor pairs (those at 4 and 6, or 3 and
+        # 5), after the first 8 words.
+        assert r <= 2
+    assert ws.TILE_FIRST_PAIR == 4
+    assert sorted(s % 2 for s in ws.TILE_ANCHOR_STARTS) == [0, 0, 1, 1]
+    assert max(ws.TILE_ANCHOR_STARTS) + 2 <= 2 * ws.TILE_FIRST_PAIR
+    assert min(ws.TILE_ANCHOR_STARTS) == 3  # a header of up to 3 words
+
+
+def test_tile_repeats_counts_aligned_pairs_equal_to_an_anchor_pair():
+    """The statistic against a count by hand: anchor pairs (w_s, w_s+1),
+    s = 4, 6, 3, 5, copied to aligned pairs after the first 8 words count
+    once each (twice the same pair: twice), a copy at an odd position or
+    a single word does not, and the anchors' own words do not count."""
+    words = secure.os_random_words((2, 3072)).copy()
+    w = words[0]
+    w[10:12] = w[4:6]      # aligned: counts
+    w[20:22] = w[3:5]      # aligned: counts
+    w[40:42] = w[3:5]      # the same anchor again: counts
+    w[101:103] = w[6:8]    # at an odd position: does not
+    w[300] = w[5]          # one word: does not
+    w[3000:3002] = w[5:7]  # aligned, near the end: counts
+    counts = word_checks.buffer_statistics(tf.constant(words), 1536)[
+        "tile_repeats"].numpy()
+    np.testing.assert_array_equal(counts, [4, 0])
 
 
 def test_tiled_pools_of_every_size_and_low_bit_periods_are_refused():
@@ -133,8 +157,9 @@ def test_tiled_pools_of_every_size_and_low_bit_periods_are_refused():
     (`tile_repeats`, `neighbour_bits`), one row each, vectorised."""
     consumed = 1536
     width = extraction.layout(consumed).words
-    cases = [(p, h) for p in (3, 100, 129, 777, 1000, 1500, 1537, 2047,
-                              2500, 3000, width - 8) for h in (0, 1, 3)]
+    cases = [(p, h) for p in (1, 2, 3, 4, 5, 6, 7, 9, 100, 129, 777, 1000,
+                              1500, 1537, 2047, 2500, 3000, width - 9,
+                              width - 8) for h in (0, 1, 2, 3)]
     rows = []
     for pool, header in cases:
         words = np.tile(secure.os_random_words((1, pool)),
@@ -144,6 +169,9 @@ def test_tiled_pools_of_every_size_and_low_bit_periods_are_refused():
     rows = tf.constant(np.concatenate(rows).astype(np.int32))
     verdicts = word_checks.buffer_verdicts(rows, consumed)
     assert not verdicts["tile_repeats"].numpy().any()
+    # Two anchor pairs repeat at least (those at 4 and 6, or 3 and 5).
+    counts = word_checks.buffer_statistics(rows, consumed)["tile_repeats"]
+    assert (counts.numpy() >= 2).all()
     for consumed, period in ((32, 4), (16, 8), (31, 8)):
         width = extraction.layout(consumed).words
         assert extraction.layout(consumed).group == period

@@ -16,14 +16,15 @@ per row and does two things with them before releasing anything:
   bit counts of the pairs' sums; the bit counts of the XOR of sampled
   words 16 and 24 apart; the zeros among the sums of the words C
   apart), on every word through the zeros of the consumed words and the
-  words equal to one of the first 8 (tiled pools), and the repeated
+  aligned word pairs equal to one of 4 pairs among the first 8 words
+  (tiled pools), and the repeated
   sampled words over the whole call: one verdict for the whole call; when any
   row, or the call, fails, every row's release is unusable.
 
 Ops: SPLIT, CONCATENATION and ADD (g = 2) or GATHER and SUM (g > 2) for
 the extraction, which TFLite computes modulo 2^32 like TensorFlow
 (tested, `tests/test_extraction.py`); GATHER (the sample), BITCAST (the
-words' bytes), FLOOR_MOD and SUB (byte steps), UNSORTED_SEGMENT_SUM (byte
+words' bytes; the words' int64 pairs for tiled pools), FLOOR_MOD and SUB (byte steps), UNSORTED_SEGMENT_SUM (byte
 histograms, bucket counts), a small matrix product (bit counts from the
 byte histograms), BITWISE_XOR (neighbours), EQUAL (zeros), TOPK_V2 (one
 sort of the call's sampled words); with a dynamic batch (SecureUserSide)
@@ -130,12 +131,13 @@ def _buffer_statistics(words, consumed, sample, used=None):
       apps could have cancelled with checksums or a negated half);
     - `consumed_zeros`: the zeros among all C consumed words (groups
       cancelled by checksums; a buffer mostly zero anywhere);
-    - `tile_repeats`: the words equal to one of the buffer's first
-      `ws.TILE_ANCHORS` (a pool of any size up to N - 8 tiled from the
-      first word, or after a header of up to 3 words).
+    - `tile_repeats`: the aligned word pairs after the first 8 words
+      equal to one of 4 anchor pairs among them (a pool of any size up
+      to N - 8 tiled from the first word, or after a header of up to 3
+      words: `_tile_repeats`).
 
-    Ops: EQUAL and SUM (SUM over g words C apart when g > 2); EQUAL of
-    the words against each of the 8 anchors, MAXIMUM and SUM.
+    Ops: EQUAL and SUM (SUM over g words C apart when g > 2); the words'
+    int64 pairs, EQUAL against each of 4 anchor pairs, MAXIMUM and SUM.
     """
     limits = ws.row_limits(consumed)
     lay = extraction.layout(consumed)
@@ -156,17 +158,42 @@ def _buffer_statistics(words, consumed, sample, used=None):
 
 
 def _tile_repeats(words):
-    """(batch, 1) float32: the words after the first `ws.TILE_ANCHORS`
-    equal to one of them: a pool of up to N - TILE_ANCHORS words tiled
-    from the buffer's first word repeats every anchor. Per anchor one
-    EQUAL of the words against it, CAST, and a MAXIMUM into the hits (one
-    EQUAL broadcast over (N, 8), or LOGICAL_OR, was several times slower
-    in TFLite; docs/benchmarks.md has the cost of this one)."""
-    k = ws.TILE_ANCHORS
-    rest = _part(words, k, int(words.shape[-1]))
+    """(batch, 1) float32: the aligned word pairs (w_2m, w_2m+1), m >= 4
+    (the words after the first 8), equal to one of the anchor pairs
+    (w_s, w_s+1), s in `ws.TILE_ANCHOR_STARTS`: a pool of up to N - 8
+    words tiled from the first word, or after a header of up to 3 words,
+    repeats two of them (`ws.tile_repeat_limit`).
+
+    Ops: the words viewed as N / 2 int64 pairs (RESHAPE, BITCAST); per
+    anchor one EQUAL against it, CAST and a MAXIMUM into the hits; a SUM;
+    the same on the first 4 pairs (the anchors' own words), subtracted.
+    Half as many elements as words, 4 anchors: the 8-anchor form over
+    every word (one EQUAL per anchor and word) cost 22.4 ms of 28.7 in the
+    128-token d_chi phone model (docs/benchmarks.md). A SPLIT of the
+    pairs (SPLIT on int64 is not a TFLite builtin) or LOGICAL_OR of the
+    hits would cost more.
+    """
+    head = _part(words, 0, 2 * ws.TILE_FIRST_PAIR)
+    anchors = [_pairs(_part(head, s, s + 2))
+               for s in ws.TILE_ANCHOR_STARTS]
+    return _pair_hits(_pairs(words), anchors) - _pair_hits(_pairs(head),
+                                                            anchors)
+
+
+def _pairs(words):
+    """(batch, n / 2) int64: the words (w_2m, w_2m+1) as one int64 each
+    (equal exactly when both words are; the byte order does not
+    matter)."""
+    n = int(words.shape[-1])
+    return tf.bitcast(tf.reshape(words, [-1, n // 2, 2]), tf.int64)
+
+
+def _pair_hits(pairs, anchors):
+    """(batch, 1) float32: the elements of `pairs` equal to one of
+    `anchors` ((batch, 1) int64 each)."""
     hits = None
-    for anchor in tf.split(_part(words, 0, k), k, axis=1):
-        hit = tf.cast(tf.equal(rest, anchor), tf.float32)
+    for anchor in anchors:
+        hit = tf.cast(tf.equal(pairs, anchor), tf.float32)
         hits = hit if hits is None else tf.maximum(hits, hit)
     return tf.reduce_sum(hits, axis=-1, keepdims=True)
 

@@ -25,8 +25,9 @@ first block's words there. The sampled checks' cost is then fixed,
 whatever N (docs/benchmarks.md). What a fixed sample cannot see (issue
 38: a buffer 98% zeros outside it) shows in the zeros of the consumed
 words, which every word reaches (11 below: one cheap pass over C words),
-and a pool of any other size tiled over the buffer in the words equal to
-one of its first 8 (12 below: one pass over the N words against 8).
+and a pool of any other size tiled over the buffer in the word pairs
+equal to one of 4 pairs among its first 8 words (12 below: one pass over
+the N / 2 pairs against 4).
 
 The checks (the low and high bytes are w mod 256 and (w >> 24) mod 256):
 
@@ -97,18 +98,28 @@ Per row, the checks of issue 38 (`BUFFER_TESTS`):
    (catches any tile and any mostly constant buffer), whose
    UNSORTED_SEGMENT_SUM over the words costs several times the whole
    check in TFLite.
-12. `tile_repeats`: the words at positions 8 .. N - 1 equal to one of
-   the first `TILE_ANCHORS` = 8 (one EQUAL of every word against the 8,
-   a MAX over them and a SUM). Given the anchors, each good word after
-   them is one of at most 8 values with probability at most 8 / 2^32,
-   independently, so P(R >= r) <= C(N - 8, r) (2^-29)^r; fails from the
-   smallest r with that bound below the share (`tile_repeat_limit`: 3 up
-   to about 4,000 words, 4 up to about 2^19, 5 up to 2^21). A pool of P
-   <= N - 8 words tiled from the first word repeats the 8 anchors at P,
-   or after a header of h <= 3 words the 8 - h anchors past it: whatever
-   P (not only a power of two, and not only inside the sample). A pool
-   of more than N - 8 words (at most the last 7 words copies of the
-   first) is not caught.
+12. `tile_repeats`: the aligned word pairs (w_2m, w_2m+1), m = 4 ..
+   N/2 - 1 (the words after the first 8), equal to one of the 4 anchor
+   pairs (w_s, w_s+1), s in `TILE_ANCHOR_STARTS` = (4, 6, 3, 5) (the
+   pairs as int64: one EQUAL of every pair against each anchor, a MAX
+   over them and a SUM). Given the anchors, each good pair after them is
+   one of at most 4 values with probability at most 4 / 2^64,
+   independently, so P(R >= r) <= C(N/2 - 4, r) (2^-62)^r; fails from
+   the smallest r with that bound below the share (`tile_repeat_limit`:
+   1 up to 131,080 words, 2 above). A pool of P <= N - 8 words tiled
+   from the first word, or after a header of h <= 3 words, makes w_i =
+   w_{i+kP} for every i >= h: take k with 5 <= kP <= N - 8 (k = 1 when
+   P >= 5); if kP is even the anchors at 4 and 6 repeat as aligned pairs
+   at kP + 4 and kP + 6, if odd those at 3 and 5 at kP + 3 and kP + 5:
+   2 pairs, whatever P (not only a power of two, and not only inside the
+   sample). A pool of more than N - 8 words (at most the last 7 words
+   copies of the first) is not caught. Before, every word after the
+   first 8 was compared with each of the 8 (3 to 5 matches failed): the
+   same guarantee for tiled pools, at 4 EQUALs over N / 2 int64 pairs
+   instead of 8 over N words (docs/benchmarks.md); single words equal to
+   one of the first 8 outside the sample, which that form also counted
+   and the contract never claimed, now pass (a nonzero constant outside
+   the sample is `not_detectable` either way).
 
 Over the whole call (every row's sample flattened into one list of M
 words: a batch whose rows share words must fail):
@@ -195,8 +206,12 @@ CONSUMED_BLOCKS = 2
 # that is a function of the position modulo any divisor of 16 or of 24
 # (2, 3, 4, 6, 8, 12) is stuck in it.
 NEIGHBOUR_LAGS = (16, 24)
-# `tile_repeats` compares every word with the buffer's first words.
-TILE_ANCHORS = 8
+# `tile_repeats` compares the aligned word pairs (w_2m, w_2m+1) after
+# the first TILE_FIRST_PAIR with the pairs (w_s, w_s+1) starting at these
+# positions: a tile of even period repeats those at 4 and 6 aligned, one
+# of odd period those at 3 and 5 (module docstring, 12).
+TILE_ANCHOR_STARTS = (4, 6, 3, 5)
+TILE_FIRST_PAIR = 4
 # The most words one call (a batch) may carry: SecureUserSide splits
 # larger batches; the phone models take one row.
 MAX_WORDS_PER_CALL = 2**21
@@ -279,9 +294,9 @@ class RowLimits:
             issue 38).
         consumed_zeros: (None, high) for the zeros among all C consumed
             words.
-        tile_repeats: (None, high) for the words at positions
-            TILE_ANCHORS .. N - 1 equal to one of the first TILE_ANCHORS
-            words (`tile_repeat_limit`).
+        tile_repeats: (None, high) for the aligned word pairs after the
+            first 8 words equal to one of the anchor pairs
+            (`tile_repeat_limit`).
         sampled: whether the checks read a sample (N > 512), not the
             whole buffer.
     """
@@ -367,24 +382,29 @@ def partner_repeat_limit(pairs, false_alarm=PARTNER_FALSE_ALARM):
     return r
 
 
-def tile_repeat_limit(words, anchors=TILE_ANCHORS,
+def tile_repeat_limit(words, anchors=len(TILE_ANCHOR_STARTS),
                       false_alarm=BUFFER_FALSE_ALARM):
-    """The fewest of the n = words - anchors words after the first
-    `anchors` equal to one of those that fail: given the anchors, each
-    good word after them is independently one of at most `anchors` values
-    with probability at most anchors / 2^32, so P(R >= r) <= C(n, r)
-    (anchors 2^-32)^r; the smallest r with that bound <= false_alarm.
+    """The fewest of the n = words / 2 - TILE_FIRST_PAIR aligned word
+    pairs after the anchors' words equal to one of the `anchors` anchor
+    pairs that fail: given the anchors, each good pair after them is
+    independently one of at most `anchors` values with probability at
+    most anchors / 2^64, so P(R >= r) <= C(n, r) (anchors 2^-64)^r; the
+    smallest r with that bound <= false_alarm.
 
     Example:
-    >>> tile_repeat_limit(128), tile_repeat_limit(24576)
-    (3, 4)
-    >>> tile_repeat_limit(196608), tile_repeat_limit(2**21)
-    (4, 5)
+    >>> tile_repeat_limit(128), tile_repeat_limit(131080)
+    (1, 1)
+    >>> tile_repeat_limit(131082), tile_repeat_limit(2**21)
+    (2, 2)
     """
-    words = validation.check_int("words", words, minimum=anchors + 1)
+    words = validation.check_int("words", words,
+                                 minimum=2 * TILE_FIRST_PAIR + 2)
+    if words % 2:
+        raise ArgumentError(f"`words` must be even (whole pairs), "
+                            f"received {words}.")
     _check_false_alarm(false_alarm)
-    n = words - anchors
-    log_p = math.log(anchors) - 32 * math.log(2.0)
+    n = words // 2 - TILE_FIRST_PAIR
+    log_p = math.log(anchors) - 64 * math.log(2.0)
     r = 1
     while (math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)
            + r * log_p) > math.log(false_alarm):
