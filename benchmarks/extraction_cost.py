@@ -36,10 +36,12 @@ FLAGS.set_default("mechanisms", ["code_release", "dpnr_laplace",
                                  "dchi_tokens"])
 FLAGS.set_default("lengths", ["16", "128"])
 FLAGS.set_default("rounds", 10)
-flags.DEFINE_list("before_commits", ["22ebd4d", "0ae98a1"], "The "
+flags.DEFINE_list("before_commits", ["a2c1beb", "fb78e58"], "The "
                   "commits whose extraction and checks are the 'before' "
-                  "columns (22ebd4d: issue 38's checks before their "
-                  "STRIDED_SLICEs became SPLIT_Vs; 0ae98a1: the last "
+                  "columns (a2c1beb: tile_repeats comparing every word "
+                  "with the first 8; fb78e58: the checks before "
+                  "tile_repeats; earlier runs: 22ebd4d, before the "
+                  "STRIDED_SLICEs became SPLIT_Vs, and 0ae98a1, the last "
                   "before issue 38).")
 
 _MODULES = (("extraction", "tfdptext/privacy/extraction.py"),
