@@ -23,8 +23,10 @@ Several commands may run at once (`Background`: the workers of a
 cluster, a program killed by the test): the server answers each request
 with the child's pid when it starts and with its exit status when it ends.
 
-The server never runs a TensorFlow op: it only imports, so it holds no
-eager context and no thread pool for the children to inherit in use.
+The server never runs a TensorFlow op: it only imports (and computes, in
+NumPy, the random-words checks' collision laws, a pure function's cache),
+so it holds no eager context and no thread pool for the children to
+inherit in use.
 """
 
 import atexit
@@ -367,6 +369,13 @@ def serve():
     for name in sorted(os.listdir(os.path.join(ROOT, "tfdptext", "cli"))):
         if name.endswith(".py") and name != "__init__.py":
             importlib.import_module(f"tfdptext.cli.{name[:-3]}")
+    # The random-words checks' collision laws: pure NumPy, the same in
+    # every process (about 0.3 CPU-s each), computed once here for every
+    # export and evaluation the children run.
+    from tfdptext.privacy import word_statistics
+
+    word_statistics.block_collision_law(word_statistics.BLOCK)
+    word_statistics.block_collision_law(word_statistics.BLOCK - 1)
     sys.path[:] = [p for p in sys.path
                    if p not in ("", os.path.dirname(__file__))]
     sys.path.insert(0, "")  # each child sets its own sys.path[0]
