@@ -14,8 +14,9 @@ tfdptext.cli.evaluate` with this Python, printed as they start. Each runs
 as a child process forked from the sweep once it has imported TensorFlow
 (on Linux: once per sweep instead of twice per cell, about 10 CPU-s each),
 starting as a fresh interpreter would (tfdptext.cli.children);
---nofork_cells starts each as a fresh interpreter. Your own data: put --dataset=tsv --train_file=...
---test_file=... --text_column=... --label_column=... in the flag file (or
+--nofork_cells starts each as a fresh interpreter. Your own data: put
+--dataset=tsv --train_file=... --test_file=... --text_column=...
+--label_column=... in the flag file (or
 pass them with --train_args); tfdptext-eval reloads each run's data from its
 config.json. Re-running the same command after an interruption skips
 finished cells and resumes the interrupted one, a SIGKILL included (the
