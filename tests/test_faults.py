@@ -23,6 +23,7 @@ import pytest
 
 from tfdptext import runfiles
 from tfdptext.errors import TfdptextError
+from tfdptext.evaluation.sweep import LOCK
 import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -312,6 +313,24 @@ def test_eval_finished_rerun_says_done_other_options_refused(evaluated):
     shutil.rmtree(junk)
 
 
+def _ppid(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _process(pid):
+    """A live process' pid, command line and open files (from /proc)."""
+    with open(f"/proc/{pid}/cmdline") as f:
+        cmdline = f.read().split("\0")[:-1]
+    files = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            files.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:  # closed meanwhile
+            pass
+    return {"pid": pid, "cmdline": cmdline, "files": files}
+
+
 def test_sweep_killed_resumes(base, preset, trained, env):
     """tfdptext-sweep killed while its cell's evaluation runs (the cell's
     training is a copy of the finished run: the sweep skips it), re-run."""
@@ -326,8 +345,24 @@ def test_sweep_killed_resumes(base, preset, trained, env):
             f"--output_dir={sweep_dir}",
             "--eval_args=--private_attributes=,--plots=false"]
     partials = str(cell / ".eval.partial-*")
-    _run_and_kill(SWEEP, args, env, base / "sweep.log",
-                  lambda: bool(glob.glob(partials)))
+    seen = {}
+
+    def evaluating():
+        found = glob.glob(partials)
+        if found:  # the evaluation's process, seen before the kill
+            pid = int(found[0].rsplit("-", 1)[1])
+            seen.update(_process(pid), parent=_process(_ppid(pid)))
+        return bool(found)
+
+    sweep_pid = _run_and_kill(SWEEP, args, env, base / "sweep.log",
+                              evaluating)
+    # The evaluation was forked from the sweep (which the zygote forked
+    # with TensorFlow imported): the sweep's command line, no exec of a
+    # fresh interpreter; and it did not hold the sweep's lock.
+    assert seen["parent"]["pid"] == sweep_pid
+    assert seen["cmdline"] == seen["parent"]["cmdline"]
+    assert LOCK in " ".join(seen["parent"]["files"])
+    assert LOCK not in " ".join(seen["files"])
     # The evaluation died with the sweep: no orphan keeps writing.
     [partial] = glob.glob(partials)
     pid = int(partial.rsplit("-", 1)[1])
@@ -340,9 +375,73 @@ def test_sweep_killed_resumes(base, preset, trained, env):
     _check_ok(rerun)
     assert "epsilon2: evaluating" in rerun.stdout
     assert "epsilon2: training" not in rerun.stdout
+    # The command it ran is printed as a fresh process would run it.
+    assert f"  $ {sys.executable} -m tfdptext.cli.evaluate " \
+        f"--model_dir={cell} --output_dir={cell / 'eval'} " \
+        "--private_attributes= --plots=false\n" in rerun.stdout
     assert not glob.glob(partials)
     assert (cell / "eval" / "eval.json").is_file()
     assert "test_accuracy" in (sweep_dir / "summary.md").read_text()
+
+
+# How the sweep runs its cells' programs (tfdptext.cli.children): forked
+# from the sweep once it imported TensorFlow, starting as a fresh
+# interpreter would, with its exit status as a fresh one's.
+
+PROBE_PARENT = """
+import json, os
+import numpy as np
+from absl import flags
+from tfdptext.cli import children, sweep
+sweep.define_flags()
+flags.FLAGS(["tfdptext-sweep", "--train_flagfile=f", "--grid=epsilon=1",
+             "--output_dir=sweep_dir"])
+print(json.dumps({"pid": os.getpid(), "forks": children.fork_safe(),
+                  "numpy": np.random.get_state()[1][:4].tolist(),
+                  "cmdline": open("/proc/self/cmdline").read().split(
+                      "\\0")[:-1]}), flush=True)
+for action, fork in (("3", True), ("kill", True), ("message", True),
+                     ("0", False)):
+    code = children.run("children_probe", ["--output_dir=cell", action],
+                        own_flags=sweep._own_flags(), fork=fork)
+    print(json.dumps({"code": code}), flush=True)
+"""
+
+
+def test_cell_programs_start_as_fresh_processes(env):
+    """tests/children_probe.py run by tfdptext.cli.children from a program
+    that imported TensorFlow and parsed tfdptext-sweep's flags (forked
+    from the zygote: as the sweep is in these tests): three forked runs,
+    then one fresh interpreter (fork=False)."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    result = zygote.run([sys.executable, "-c", PROBE_PARENT], cwd=tests,
+                        env=env, capture_output=True, text=True,
+                        timeout=120)
+    _check_ok(result)
+    parent, *lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert parent["forks"]
+    probes = lines[0::2]
+    assert [line["code"] for line in lines[1::2]] == [3, -signal.SIGKILL, 1,
+                                                      0]
+    assert "children_probe: failed as asked" in result.stderr
+    for probe, action in zip(probes, ("3", "kill", "message", "0")):
+        assert probe["ppid"] == parent["pid"]
+        assert probe["argv"] == [os.path.join(tests, "children_probe.py"),
+                                 "--output_dir=cell", action]
+        assert probe["positional"] == [action]
+        assert probe["main"] == "__main__"
+        # Its own --output_dir, none of the sweep's flags.
+        assert probe["output_dir"] == "cell"
+        assert not {"grid", "train_flagfile", "eval_args"} & set(
+            probe["flags"])
+    forked, fresh = probes[:3], probes[3]
+    for probe in forked:  # no exec: the parent's command line
+        assert probe["cmdline"] == parent["cmdline"]
+    assert fresh["cmdline"] == [sys.executable, "-m", "children_probe",
+                                "--output_dir=cell", "0"]
+    # NumPy's global random state drawn again, as at a fresh import.
+    states = [tuple(p["numpy"]) for p in [parent, *forked]]
+    assert len(set(states)) == len(states)
 
 
 # Corrupt, truncated or incomplete files: clear errors naming the file.

@@ -8,10 +8,15 @@
         --x=eta --output_dir=sweeps/sst2_eta
 
 Each cell runs tfdptext-train (the flag file, then the cell's values, then
---output_dir=<output_dir>/<cell>) and tfdptext-eval (--eval_args added), as
-`python -m tfdptext.cli.train` and `python -m tfdptext.cli.evaluate` with
-this Python. Your own data: put --dataset=tsv --train_file=...
---test_file=... --text_column=... --label_column=... in the flag file (or
+--output_dir=<output_dir>/<cell>) and tfdptext-eval (--eval_args added),
+the commands `python -m tfdptext.cli.train` and `python -m
+tfdptext.cli.evaluate` with this Python, printed as they start. Each runs
+as a child process forked from the sweep once it has imported TensorFlow
+(on Linux: once per sweep instead of twice per cell, about 10 CPU-s each),
+starting as a fresh interpreter would (tfdptext.cli.children);
+--nofork_cells starts each as a fresh interpreter. Your own data: put
+--dataset=tsv --train_file=... --test_file=... --text_column=...
+--label_column=... in the flag file (or
 pass them with --train_args); tfdptext-eval reloads each run's data from its
 config.json. Re-running the same command after an interruption skips
 finished cells and resumes the interrupted one, a SIGKILL included (the
@@ -23,8 +28,6 @@ budget whose accuracy the limit starts from.
 """
 
 import os
-import subprocess
-import sys
 
 from absl import flags
 
@@ -66,38 +69,32 @@ def define_flags(flag_values=FLAGS):
                         "limit curve.", flag_values=flag_values)
     flags.DEFINE_string("output_dir", None, "Sweep directory.",
                         required=True, flag_values=flag_values)
+    flags.DEFINE_bool("fork_cells", True, "Run each cell's tfdptext-train "
+                      "and tfdptext-eval forked from this process, which "
+                      "imports TensorFlow once (Linux, TensorFlow backend); "
+                      "--nofork_cells: a fresh `python -m` each (about 10 "
+                      "CPU-s more per program, to import TensorFlow).",
+                      flag_values=flag_values)
 
 
-def _die_with_parent():
-    """In the child: ask Linux to kill it when the sweep dies, so that a
-    killed sweep leaves no orphan training or evaluation running into its
-    directory (the re-run would race with it)."""
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def _own_flags():
+    """The names of tfdptext-sweep's own flags (a forked cell's program
+    defines its own in their place)."""
+    probe = flags.FlagValues()
+    define_flags(probe)
+    return list(probe)
 
 
 def _call(module, args):
-    """Runs `python -m module args` as a child that dies with the sweep;
-    a SweepError if it fails."""
+    """Runs `python -m module args` as a child that dies with the sweep
+    (forked from this process, which imports TensorFlow once, unless
+    --nofork_cells: `tfdptext.cli.children`); a SweepError if it fails."""
+    from tfdptext.cli import children
     from tfdptext.evaluation.sweep import SweepError
 
-    command = [sys.executable, "-m", module, *args]
-    print("  $ " + " ".join(command), flush=True)
-    parent = os.getpid()
-
-    def before():
-        _die_with_parent()
-        if os.getppid() != parent:  # the sweep died before prctl
-            os._exit(1)
-
-    code = subprocess.call(command, preexec_fn=before if sys.platform
-                           .startswith("linux") else None)
+    print("  $ " + " ".join(children.command(module, args)), flush=True)
+    code = children.run(module, args, own_flags=_own_flags(),
+                        fork=FLAGS.fork_cells)
     if code:
         raise SweepError(f"{module} failed with exit code {code}; fix it "
                          "and re-run to resume.")

@@ -27,6 +27,24 @@ from tfdptext.errors import ArgumentError
 from tfdptext.errors import TfdptextError
 
 LOCK = ".sweep.lock"
+# The descriptors of the sweep locks this process holds.
+_HELD = set()
+
+
+def _close_held_locks():
+    """In a child forked while a lock is held (a cell's program): its copy
+    of the descriptor is closed, so that the lock ends with the sweep
+    (closing a copy never releases the sweep's own)."""
+    for fd in _HELD:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_held_locks)
 
 
 class SweepError(TfdptextError):
@@ -54,9 +72,11 @@ class _Lock:
             raise SweepError(
                 f"Another sweep is running in {os.path.dirname(self.path)} "
                 "(it holds .sweep.lock); wait for it or stop it.") from None
+        _HELD.add(self.fd)
         return self
 
     def __exit__(self, *exc):
+        _HELD.discard(self.fd)
         os.close(self.fd)
         self.fd = None
 
