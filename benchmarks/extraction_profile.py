@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Where the random words' mixing and checks spend their time on the
-phone, part by part, and what three other formulations of the same
+phone, part by part, and what four other formulations of the same
 values cost (issue 38, item 5).
 
 At one layout (default: the token-level d_chi phone model at 16 tokens,
@@ -83,6 +83,11 @@ def _parts(consumed):
         ("instead: tile repeats, one broadcast EQUAL",
          "EQUAL (N / 2, 1) against (1, 4), REDUCE_ANY, CAST, SUM",
          _tile_repeats_broadcast),
+        ("instead: histogram, SCATTER_ND",
+         "the same bytes and bins, one SCATTER_ND (sums repeated ids)",
+         lambda w: tf.scatter_nd(tf.expand_dims(_histogram_ids(w), -1),
+                                 tf.ones([_HISTOGRAM_IDS]),
+                                 [_HISTOGRAM_BINS])),
         ("instead: mixing, rotated half",
          "SPLIT, SPLIT_V, CONCATENATION, ADD",
          lambda w: _extract_rotated(w, consumed)),
@@ -182,6 +187,7 @@ def _check_same(parts, consumed, width):
     fns = dict((name, fn) for name, _, fn in parts)
     same_as = {"instead: tile repeats, per-anchor sums": "tile repeats",
                "instead: tile repeats, one broadcast EQUAL": "tile repeats",
+               "instead: histogram, SCATTER_ND": "histogram alone",
                "instead: mixing, rotated half": "mixing"}
     rng = np.random.default_rng(consumed)
     buffers = [secure.os_random_words((2, width))]
