@@ -755,12 +755,28 @@ def _run_config(preset, **kwargs):
     return PretrainConfig(**values)
 
 
+class _Epochs(keras.callbacks.Callback):
+    """The (Keras epoch, steps it ran) of a session's fit."""
+
+    def __init__(self):
+        super().__init__()
+        self.epochs = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs.append([epoch, 0])
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.epochs[-1][1] += 1
+
+
 @pytest.fixture(scope="module")
 def interrupted_run(tiny_preset, tmp_path_factory):
     """A run killed in its second checkpoint period, after its held-out
-    evaluation at step 3 (past the checkpoint at step 2) as its segment
-    of step 4 starts, then resumed (4 steps: the resumed session trains
-    two, one past the evaluated step 3)."""
+    evaluation at step 3 (past the checkpoint at step 2) as its epoch of
+    step 4 starts, then resumed (4 steps: the resumed session trains two,
+    one past the evaluated step 3) with --checkpoint_every and --eval_every
+    changed to 3 (allowed on resume): step 2 is off the new epochs' grid,
+    so the session trains to step 3 first, then its last epoch."""
     out = str(tmp_path_factory.mktemp("pretrain") / "run")
     with pytest.raises(KeyboardInterrupt):
         pretrain(_run_config(tiny_preset), out, verbose=0,
@@ -770,7 +786,11 @@ def interrupted_run(tiny_preset, tmp_path_factory):
              "start": run.read(layout.START_EVAL),
              "curve": run.read(layout.HELDOUT_CURVE)["points"],
              "finished": run.exists(layout.METRICS)}
-    metrics = pretrain(_run_config(tiny_preset), out, verbose=0)
+    resumed = _Epochs()
+    metrics = pretrain(_run_config(tiny_preset, checkpoint_every=3,
+                                   eval_every=3), out, verbose=0,
+                       callbacks=[resumed])
+    first["resumed_epochs"] = resumed.epochs
     return out, first, metrics
 
 
@@ -779,6 +799,9 @@ def test_resume_after_interruption(interrupted_run):
     assert first["checkpoint"][0] == 2 and not first["finished"]
     assert metrics["steps"] == 4
     assert metrics["steps_run_this_session"] == 2  # steps 1-2 were kept
+    # Epochs of 3 steps: step 3 (up to the grid), then step 4 (the last).
+    assert first["resumed_epochs"] == [[0, 1], [1, 1]]
+    assert metrics["heldout"]["eval_every"] == 3
     assert metrics["optimizer_steps"] == 4  # the optimizer state resumed
     assert metrics["heldout"]["start"] == first["start"]
     # The curve goes on: the point after the checkpoint (step 3) was
