@@ -23,6 +23,8 @@ from tfdptext.models import secure
 from tfdptext.privacy import categorical
 from tfdptext.training import label_privacy
 
+import eager_training
+
 
 def _config(preset, **kwargs):
     defaults = dict(preset=preset, max_length=16, batch_size=32, epochs=2,
@@ -50,12 +52,17 @@ def runs(tmp_path_factory, tiny_preset, runs_corpus):
     asserted needs it to learn; it is tested on the same 100 texts)."""
     base = tmp_path_factory.mktemp("code")
     out = {"base": base}
-    for name, kwargs in (
-            ("none", dict(mode="none", epochs=6)),
-            ("code", dict(mode="robust", release="code", epsilon=1.0,
-                          num_codes=4, epochs=1, max_train_examples=64))):
-        out[name] = str(base / name)
-        training.train(_config(tiny_preset, **kwargs), out[name],
+    out["none"] = str(base / "none")
+    training.train(_config(tiny_preset, mode="none", epochs=6), out["none"],
+                   dataset=runs_corpus, verbose=0)
+    out["code"] = str(base / "code")
+    # Two steps: eagerly (tests/eager_training.py); the code release's
+    # traced training is test_a_code_without_noise_trains_as_well_as_mode_
+    # none's.
+    with eager_training.eager_fit():
+        training.train(_config(tiny_preset, mode="robust", release="code",
+                               epsilon=1.0, num_codes=4, epochs=1,
+                               max_train_examples=64), out["code"],
                        dataset=runs_corpus, verbose=0)
     return out
 
@@ -202,9 +209,13 @@ def test_fewer_codes_than_classes_from_the_prior(tiny_preset, corpus,
     three = dataclasses.replace(corpus, num_classes=3,
                                 label_names=["a", "b", "c"])
     out = str(tmp_path / "auto")
-    metrics = training.train(
-        _config(tiny_preset, mode="robust", release="code", epsilon=1.0,
-                num_codes="auto", epochs=1), out, dataset=three, verbose=0)
+    # The plan reads the prior of the 64 training texts used (class c
+    # never occurs in any); two steps, eagerly.
+    with eager_training.eager_fit():
+        metrics = training.train(
+            _config(tiny_preset, mode="robust", release="code",
+                    epsilon=1.0, num_codes="auto", epochs=1,
+                    max_train_examples=64), out, dataset=three, verbose=0)
     plan = metrics["parameters"]["code_plan"]
     assert metrics["parameters"]["num_codes"] == plan["num_codes"] == 2
     assert plan["requested"] == "auto" and plan["source"] == "program"
@@ -224,9 +235,13 @@ def test_fewer_codes_than_classes_from_the_prior(tiny_preset, corpus,
 
 def test_label_privacy_run_draws_labels_once(tiny_preset, corpus, tmp_path):
     out = str(tmp_path / "labels")
+    # Labels are drawn for the whole train and dev splits whatever the
+    # texts trained on (64: two steps, eagerly; 32 dev texts released).
     config = _config(tiny_preset, mode="text_to_text", eta=1000.0,
-                     label_epsilon=1.0, epochs=1)
-    metrics = training.train(config, out, dataset=corpus, verbose=0)
+                     label_epsilon=1.0, epochs=1, max_train_examples=64,
+                     max_dev_examples=32)
+    with eager_training.eager_fit():
+        metrics = training.train(config, out, dataset=corpus, verbose=0)
     privacy = metrics["label_privacy"]
     assert privacy["label_epsilon"] == 1.0
     changed = privacy["changed_share"]["train"]

@@ -532,8 +532,7 @@ def test_fixed_masks_follow_the_maskers_law(tokenizer):
     special = np.array(tokenizer.special_token_ids)
     out = masker.fixed(ids, np.random.default_rng(0))
     weights = out["mask_weights"] > 0
-    # Traced, as training traces it (called eagerly, keras-hub's generator
-    # takes its pure-Python path, another law).
+    # Traced, as training traces it.
     traced = tf.function(masker)(tf.constant(ids))
     np.testing.assert_array_equal(
         weights.sum(axis=1),
@@ -559,19 +558,103 @@ def test_fixed_masks_follow_the_maskers_law(tokenizer):
             "masked_ids"])
 
 
-def test_masker_toy_vocabulary_scattered_specials():
-    rng = np.random.default_rng(1)
-    special = [0, 7, 13, 42]
+def _keras_hub_masks(ids, *, special, vocabulary_size, mask_token_id,
+                     mask_rate, max_predictions):
+    """keras-hub's MaskedLMMaskGenerator traced (tensorflow-text's
+    RandomItemSelector and MaskValuesChooser), every special id hidden as
+    [PAD] (its one unselectable id) and put back: the masker tfdptext used
+    before its own, as numpy arrays."""
+    generator = keras_hub.layers.MaskedLMMaskGenerator(
+        vocabulary_size=vocabulary_size, mask_selection_rate=mask_rate,
+        mask_token_id=mask_token_id, mask_selection_length=max_predictions,
+        unselectable_token_ids=[0], mask_token_rate=0.8,
+        random_token_rate=0.1)
+
+    @tf.function
+    def masks(ids):
+        is_special = tf.gather(tf.constant(special), ids)
+        out = generator(tf.where(is_special, 0, ids))
+        return {"masked_ids": tf.where(is_special, ids, tf.cast(
+                    out["token_ids"], tf.int32)),
+                "mask_positions": out["mask_positions"],
+                "mask_weights": out["mask_weights"]}
+
+    return {k: v.numpy() for k, v in masks(tf.constant(ids)).items()}
+
+
+def test_masker_law_is_keras_hubs():
+    """TokenMasker against keras-hub's generator, both against the closed
+    form: per row ceil(rate x selectable) selections (float32), a uniform
+    subset of the selectable positions (the law of every pair where two
+    of five are chosen), ascending, never a special token; BERT's
+    corruption. Toy vocabulary of 50 with scattered special ids.
+
+    3,000 draws of each row kind; every chi-square test at p > 1e-5 (ten
+    tests: a correct pair fails with probability < 1e-4)."""
+    from scipy import stats
+
+    vocabulary, special, mask_id = 50, [0, 7, 13, 42], 7
+    rate, cap, draws = 0.3, 3, 3000
+    kinds = np.array([
+        [13, 1, 2, 3, 4, 5, 42, 0, 0, 0, 0, 0],  # 5 selectable: 2 chosen
+        [13, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 42],  # 10: 3 (the cap)
+        [13, 20, 7, 21, 0, 13, 22, 42, 7, 0, 0, 0],  # 3 (scattered): 1
+        [13, 7, 42, 0, 0, 0, 0, 0, 0, 0, 0, 0],  # none
+    ], np.int32)
+    ids = np.repeat(kinds, draws, axis=0)
+    is_special = np.isin(np.arange(vocabulary), special)
+    selectable = ~is_special[ids]
+    expected_count = np.minimum(np.ceil(
+        selectable.sum(1).astype(np.float32) * np.float32(rate)), cap)
+    np.testing.assert_array_equal(expected_count[::draws], [2, 3, 1, 0])
     masker = masking.TokenMasker(
-        vocabulary_size=50, mask_token_id=7, pad_token_id=0,
-        special_token_ids=special, mask_rate=0.4, max_predictions=30)
-    ids = rng.integers(0, 50, size=(64, 40)).astype(np.int32)
-    out = masker(ids)
-    weights = out["mask_weights"].numpy() > 0
-    chosen = _take(ids, out["mask_positions"].numpy())[weights]
-    assert not np.isin(chosen, special).any()
-    rate = weights.sum() / (~np.isin(ids, special)).sum()
-    assert 0.33 < rate < 0.47  # 2,300 Bernoulli(0.4) trials: 7 sd
+        vocabulary_size=vocabulary, mask_token_id=mask_id, pad_token_id=0,
+        special_token_ids=special, mask_rate=rate, max_predictions=cap)
+    ours = {k: v.numpy() for k, v in masker(ids).items()}
+    theirs = _keras_hub_masks(ids, special=is_special,
+                              vocabulary_size=vocabulary,
+                              mask_token_id=mask_id, mask_rate=rate,
+                              max_predictions=cap)
+    for out in (ours, theirs):
+        weights = out["mask_weights"] > 0
+        positions = out["mask_positions"]
+        np.testing.assert_array_equal(weights.sum(1), expected_count)
+        assert (weights[:, :-1] >= weights[:, 1:]).all()  # selected first
+        assert (positions[~weights] == 0).all()
+        chosen = _take(ids, positions)
+        assert selectable[np.arange(len(ids))[:, None], positions][
+            weights].all()
+        assert all((np.diff(p[w]) > 0).all()
+                   for p, w in zip(positions, weights))
+        unselected = np.ones_like(ids, bool)
+        for row, (p, w) in enumerate(zip(positions, weights)):
+            unselected[row, p[w]] = False
+        np.testing.assert_array_equal(out["masked_ids"][unselected],
+                                      ids[unselected])
+        # Uniform subsets: the 10 pairs of 5 (kind 0), each of the 10
+        # positions of kind 1 (3 at a time), each of the 3 of kind 2.
+        pairs = [tuple(p) for p in positions[:draws, :2]]
+        counts = [pairs.count(pair) for pair in
+                  __import__("itertools").combinations(range(1, 6), 2)]
+        assert sum(counts) == draws
+        assert stats.chisquare(counts).pvalue > 1e-5
+        for kind, n in ((1, 10), (2, 3)):
+            rows = slice(kind * draws, (kind + 1) * draws)
+            hits = np.bincount(positions[rows][weights[rows]],
+                               minlength=12)
+            hits = hits[selectable[kind * draws]]
+            assert len(hits) == n
+            assert stats.chisquare(hits).pvalue > 1e-5
+        # 80% [MASK], 10% a uniform id (itself [MASK] or the original
+        # 1/50 of the time each), 10% kept.
+        after = _take(out["masked_ids"], positions)[weights]
+        before = chosen[weights]
+        outcome = np.where(after == mask_id, 0,
+                           np.where(after == before, 1, 2))
+        law = np.array([0.8 + 0.1 / vocabulary, 0.1 + 0.1 / vocabulary,
+                        0.1 * (vocabulary - 2) / vocabulary])
+        observed = np.bincount(outcome, minlength=3)
+        assert stats.chisquare(observed, law * len(outcome)).pvalue > 1e-5
 
 
 # Configuration and output directory errors, before any work.
@@ -647,10 +730,10 @@ def test_output_dir_holding_other_things_refused(tmp_path):
 # The program: interrupted, resumed, exported, fine-tuned from.
 
 class _Interrupt(keras.callbacks.Callback):
-    """Raises KeyboardInterrupt inside the `at`-th fit call (the run's
-    `at`-th training segment), as its epoch begins: after Keras' callbacks
-    started it, before it reads a batch (reading one would cost building
-    the masked dataset's iterator, ~1.5 CPU-s)."""
+    """Raises KeyboardInterrupt as the `at`-th Keras epoch of the session's
+    fit begins (its epochs are `pretrainer.epoch_steps` long: one step in
+    these runs), after the session's checkpoint and evaluation due at the
+    end of the one before, before it reads a batch."""
 
     def __init__(self, at):
         super().__init__()
@@ -672,12 +755,28 @@ def _run_config(preset, **kwargs):
     return PretrainConfig(**values)
 
 
+class _Epochs(keras.callbacks.Callback):
+    """The (Keras epoch, steps it ran) of a session's fit."""
+
+    def __init__(self):
+        super().__init__()
+        self.epochs = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs.append([epoch, 0])
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.epochs[-1][1] += 1
+
+
 @pytest.fixture(scope="module")
 def interrupted_run(tiny_preset, tmp_path_factory):
     """A run killed in its second checkpoint period, after its held-out
-    evaluation at step 3 (past the checkpoint at step 2) as its segment
-    of step 4 starts, then resumed (4 steps: the resumed session trains
-    two, one past the evaluated step 3)."""
+    evaluation at step 3 (past the checkpoint at step 2) as its epoch of
+    step 4 starts, then resumed (4 steps: the resumed session trains two,
+    one past the evaluated step 3) with --checkpoint_every and --eval_every
+    changed to 3 (allowed on resume): step 2 is off the new epochs' grid,
+    so the session trains to step 3 first, then its last epoch."""
     out = str(tmp_path_factory.mktemp("pretrain") / "run")
     with pytest.raises(KeyboardInterrupt):
         pretrain(_run_config(tiny_preset), out, verbose=0,
@@ -687,7 +786,11 @@ def interrupted_run(tiny_preset, tmp_path_factory):
              "start": run.read(layout.START_EVAL),
              "curve": run.read(layout.HELDOUT_CURVE)["points"],
              "finished": run.exists(layout.METRICS)}
-    metrics = pretrain(_run_config(tiny_preset), out, verbose=0)
+    resumed = _Epochs()
+    metrics = pretrain(_run_config(tiny_preset, checkpoint_every=3,
+                                   eval_every=3), out, verbose=0,
+                       callbacks=[resumed])
+    first["resumed_epochs"] = resumed.epochs
     return out, first, metrics
 
 
@@ -696,6 +799,9 @@ def test_resume_after_interruption(interrupted_run):
     assert first["checkpoint"][0] == 2 and not first["finished"]
     assert metrics["steps"] == 4
     assert metrics["steps_run_this_session"] == 2  # steps 1-2 were kept
+    # Epochs of 3 steps: step 3 (up to the grid), then step 4 (the last).
+    assert first["resumed_epochs"] == [[0, 1], [1, 1]]
+    assert metrics["heldout"]["eval_every"] == 3
     assert metrics["optimizer_steps"] == 4  # the optimizer state resumed
     assert metrics["heldout"]["start"] == first["start"]
     # The curve goes on: the point after the checkpoint (step 3) was

@@ -16,6 +16,8 @@ from tfdptext.layers import base as layers_base
 from tfdptext.models import split_spec
 from tfdptext.training import trainer
 
+import eager_training
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -91,7 +93,10 @@ def adv_run(tiny_preset, corpus, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("adv") / "run")
     config = _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2)
     losses = _EpochLosses()
-    with pytest.raises(KeyboardInterrupt):
+    # The killed session's one epoch runs eagerly (tests/eager_training.
+    # py): it only leaves the backup; the resumed session traces fit's
+    # graph as the product runs it.
+    with pytest.raises(KeyboardInterrupt), eager_training.eager_fit():
         training.train(config, out, dataset=corpus, verbose=0,
                        extra_callbacks=[_Interrupt(), losses])
     run = trainer.run_dir(out)

@@ -4,6 +4,7 @@ only, read back on resume, refused when it does not fit), the guarantee of
 the training data, and the config rules. Tiny backbone, synthetic corpus."""
 
 import collections
+import contextlib
 import os
 import re
 import shutil
@@ -23,6 +24,8 @@ from tfdptext.models import split_spec
 from tfdptext.training import builder
 from tfdptext.training import label_privacy
 from tfdptext.training import user_release
+
+import eager_training
 
 EPOCHS = 2
 
@@ -79,10 +82,17 @@ def test_privatizer_draws_per_text_across_epochs(tiny_preset, tmp_path,
     # counts are exact per text at any size, and the release's draws and
     # the steps cost in proportion.
     corpus = data.load_synthetic(num_examples=100)
-    metrics = training.train(
-        _config(tiny_preset, mode="text_to_text", eta=1000.0,
-                label_epsilon=1.0, training_release=release),
-        str(tmp_path / release), dataset=corpus, verbose=0)
+    # Released once, fit trains the server alone on the release (no
+    # privatizer in it): its six steps run eagerly (tests/eager_training.
+    # py). per_epoch privatizes inside fit's traced graph, as the product
+    # runs it.
+    fit = (eager_training.eager_fit() if release == "once"
+           else contextlib.nullcontext())
+    with fit:
+        metrics = training.train(
+            _config(tiny_preset, mode="text_to_text", eta=1000.0,
+                    label_epsilon=1.0, training_release=release),
+            str(tmp_path / release), dataset=corpus, verbose=0)
     train, dev, test = (_texts(corpus, n) for n in ("train", "dev", "test"))
     # The test split is measured with one fresh release per text.
     if release == "once":

@@ -1,6 +1,6 @@
 """BERT's masking of token ids on the host, in numpy (any backend).
 
-The law of `tfdptext.pretraining.masking.TokenMasker` traced (the count
+The law of `tfdptext.pretraining.masking.TokenMasker` (the count
 ceil(rate x selectable) in float32 as tensorflow-text computes it, capped
 at `max_predictions`; positions uniform among the selectable ones,
 ascending; of the selected, MASK_TOKEN_RATE become [MASK],

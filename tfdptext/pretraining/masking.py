@@ -30,15 +30,22 @@ FEATURES = ("token_ids", "masked_ids", "padding_mask", "segment_ids",
 
 
 class TokenMasker:
-    """keras-hub's `MaskedLMMaskGenerator` that never selects a special
-    token or padding.
+    """BERT's masking of token ids that never selects a special token or
+    padding, as a few vectorized TensorFlow ops.
 
-    keras-hub checks every id against its list of unselectable ids; with a
-    BERT vocabulary's 999 special ids ([PAD], [UNK], [CLS], [SEP], [MASK],
-    [unused*]) that costs about 6 times the masking itself. So the special
-    ids are first replaced by [PAD], the generator's only unselectable id,
-    and put back afterwards: the same selection, at the cost of a short
-    list.
+    The law is keras-hub's `MaskedLMMaskGenerator` traced (tensorflow-
+    text's `RandomItemSelector` and `MaskValuesChooser`) with every special
+    id unselectable: in each row, ceil(rate x the row's selectable tokens)
+    positions (in float32, as tensorflow-text computes it), at most
+    `max_predictions`, a uniformly random subset of the selectable ones,
+    returned ascending; of the selected, MASK_TOKEN_RATE become [MASK],
+    RANDOM_TOKEN_RATE a uniformly random id of the vocabulary, the rest
+    are kept. The subset is the positions of the smallest of independent
+    uniform float64 keys (the selectable ones' only), which is uniform over
+    the subsets of that size; tensorflow-text shuffles each row inside a
+    tf.map_fn instead, a graph that cost about 3 CPU-s to trace and 0.8
+    CPU-s to instantiate in every tf.data iterator, for the same law
+    (tests/test_pretraining.py checks the two against each other).
 
     Args:
         vocabulary_size: the MLM vocabulary.
@@ -49,12 +56,11 @@ class TokenMasker:
             `max_predictions`, chosen uniformly.
         max_predictions: the most selections per sequence (BERT: 20).
 
-    Called inside a tf.function or a tf.data map (as `batch_encoder` and
-    the training pipeline call it), it draws from TensorFlow's random ops:
-    fresh masks every call. Called eagerly, keras-hub's generator takes its
-    pure-Python path instead, a different law (each token selected with
-    probability `mask_rate`). `fixed` draws the traced law from a numpy
-    Generator: the same masks for the same generator state.
+    Called eagerly, inside a tf.function or in a tf.data map (as
+    `batch_encoder` and the training pipeline call it), it draws from
+    TensorFlow's unseeded random ops: fresh masks every call, the same law
+    every way. `fixed` draws the same law from a numpy Generator: the same
+    masks for the same generator state.
 
     Example:
     >>> masker = TokenMasker(vocabulary_size=30522, mask_token_id=103,
@@ -67,8 +73,6 @@ class TokenMasker:
 
     def __init__(self, *, vocabulary_size, mask_token_id, pad_token_id,
                  special_token_ids, mask_rate, max_predictions):
-        import keras_hub
-
         self.is_special = host_masking.special_ids_table(
             vocabulary_size, special_token_ids, pad_token_id)
         self.pad_token_id = int(pad_token_id)
@@ -76,46 +80,78 @@ class TokenMasker:
         self.vocabulary_size = int(vocabulary_size)
         self.mask_rate = float(mask_rate)
         self.max_predictions = int(max_predictions)
-        self._generator = keras_hub.layers.MaskedLMMaskGenerator(
-            vocabulary_size=vocabulary_size,
-            mask_selection_rate=mask_rate,
-            mask_token_id=mask_token_id,
-            mask_selection_length=max_predictions,
-            unselectable_token_ids=[int(pad_token_id)],
-            mask_token_rate=MASK_TOKEN_RATE,
-            random_token_rate=RANDOM_TOKEN_RATE,
-            dtype="float32")
+        # One graph for every call, eager ones included (about 25 ops:
+        # eagerly, each would be dispatched one by one).
+        self._mask = tf.function(
+            self._masked, autograph=False,
+            input_signature=[tf.TensorSpec([None, None], tf.int32)])
 
     def __call__(self, token_ids):
         """{masked_ids, mask_positions (int32), mask_weights (float32)} of
         (batch, length) int32 `token_ids`."""
-        token_ids = tf.cast(token_ids, tf.int32)
-        special = tf.gather(tf.constant(self.is_special), token_ids)
-        hidden = tf.where(special, self.pad_token_id, token_ids)
-        out = self._generator(hidden)
-        return {
-            "masked_ids": tf.where(special, token_ids,
-                                   tf.cast(out["token_ids"], tf.int32)),
-            "mask_positions": tf.cast(out["mask_positions"], tf.int32),
-            "mask_weights": tf.cast(out["mask_weights"], tf.float32),
-        }
+        return self._mask(tf.cast(token_ids, tf.int32))
+
+    def _masked(self, token_ids):
+        shape = tf.shape(token_ids)
+        selectable = tf.logical_not(
+            tf.gather(tf.constant(self.is_special), token_ids))
+        count = selection_counts(
+            tf.reduce_sum(tf.cast(selectable, tf.int32), axis=1),
+            self.mask_rate, self.max_predictions)
+        # The selectable positions of the `count` smallest keys: a uniform
+        # subset (the unselectable ones' keys, 2, come after all of them).
+        keys = tf.where(selectable,
+                        tf.random.uniform(shape, dtype=tf.float64),
+                        tf.constant(2.0, tf.float64))
+        width = tf.minimum(shape[1], self.max_predictions)
+        _, smallest = tf.math.top_k(-keys, k=width, sorted=True)
+        used = tf.range(width)[None, :] < count[:, None]
+        # Ascending, the unused slots (past the row's count) last, as 0.
+        positions = tf.sort(tf.where(used, smallest, shape[1]), axis=1)
+        positions = tf.where(used, positions, 0)
+        pad = [[0, 0], [0, self.max_predictions - width]]
+        positions = tf.pad(positions, pad)
+        used = tf.pad(used, pad)
+        original = tf.gather(token_ids, positions, batch_dims=1)
+        draw = tf.random.uniform(tf.shape(positions))
+        random_ids = tf.random.uniform(tf.shape(positions), maxval=
+                                       self.vocabulary_size, dtype=tf.int32)
+        values = tf.where(
+            draw < MASK_TOKEN_RATE, self.mask_token_id,
+            tf.where(draw < MASK_TOKEN_RATE + RANDOM_TOKEN_RATE, random_ids,
+                     original))
+        rows = tf.broadcast_to(tf.range(shape[0])[:, None],
+                               tf.shape(positions))
+        indices = tf.stack([rows, positions], axis=-1)
+        masked_ids = tf.tensor_scatter_nd_update(
+            token_ids, tf.boolean_mask(indices, used),
+            tf.boolean_mask(values, used))
+        return {"masked_ids": masked_ids, "mask_positions": positions,
+                "mask_weights": tf.cast(used, tf.float32)}
 
     def fixed(self, token_ids, rng):
-        """What calling the masker traced returns (as numpy arrays), drawn
-        from the numpy Generator `rng`: the same selection law (the count
-        ceil(rate x selectable) in float32 as tensorflow-text computes it,
-        capped; positions uniform among the selectable ones, ascending)
-        and the same corruption (MASK_TOKEN_RATE [MASK],
-        RANDOM_TOKEN_RATE a uniform id of the vocabulary, else kept), but
-        reproducible: the same `rng` state gives the same masks in any
-        process. (The TensorFlow masking cannot: tensorflow-text shuffles
-        each row inside a tf.map_fn whose iterations draw from one random
-        op in whatever order they run, so even under a global seed the
-        rows trade their selections from one run to the next.)"""
+        """What calling the masker returns (as numpy arrays), drawn from
+        the numpy Generator `rng`: the same selection law and corruption,
+        but reproducible: the same `rng` state gives the same masks in any
+        process (`host_masking.mask_ids`)."""
         return host_masking.mask_ids(
             token_ids, rng, is_special=self.is_special,
             mask_rate=self.mask_rate, max_predictions=self.max_predictions,
             mask_token_id=self.mask_token_id)
+
+
+def selection_counts(selectable, mask_rate, max_predictions):
+    """The positions selected per row: ceil(rate x `selectable`) computed
+    in float32 (as tensorflow-text's RandomItemSelector and
+    `host_masking.mask_ids` do), at most `max_predictions` (int32).
+
+    Example:
+    >>> selection_counts(tf.constant([0, 1, 7, 200]), 0.15, 20).numpy()
+    array([ 0,  1,  2, 20], dtype=int32)
+    """
+    count = tf.math.ceil(tf.cast(selectable, tf.float32) *
+                         tf.constant(mask_rate, tf.float32))
+    return tf.cast(tf.minimum(count, float(max_predictions)), tf.int32)
 
 
 def masker_for(tokenizer, *, mask_rate, max_predictions):

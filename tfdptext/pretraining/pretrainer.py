@@ -9,6 +9,7 @@ checkpoint, and writes the directory described in
 """
 
 import hashlib
+import math
 import os
 import platform
 import time
@@ -61,7 +62,7 @@ def pretrain(config, output_dir, *, verbose=1, callbacks=(),
         config: a PretrainConfig (validated here; `batch_size` None takes
             the device's default: 32 on CPU, 128 on a GPU).
         output_dir: the run's directory (see tfdptext.pretraining.layout).
-        verbose: 0 silent; 1 progress bars (2: a line per segment, for a
+        verbose: 0 silent; 1 progress bars (2: a line per epoch, for a
             file) and a line per checkpoint and evaluation.
         callbacks: extra Keras callbacks for each fit call.
         announce: if given, `announce(guarantee)` is called once the model
@@ -98,16 +99,6 @@ def pretrain(config, output_dir, *, verbose=1, callbacks=(),
         return _Session(config, run, texts, gpu=gpu, verbose=verbose,
                         callbacks=callbacks, announce=announce).run(
                             resume=state == layout.RESUME)
-
-
-def _segment_index(step, config):
-    """The Keras epoch index of the segment starting at `step` (segments
-    counted from 0; the same after a resume at a checkpoint)."""
-    index, at = 0, 0
-    while at < step:
-        at = segment_end(at, config)
-        index += 1
-    return index
 
 
 def _identity_of(data):
@@ -190,11 +181,13 @@ def _heldout_result(logs):
             "original_accuracy": float(logs["original_accuracy"])}
 
 
-def segment_end(step, config):
-    """The step the training segment starting at `step` runs to: the next
-    checkpoint, held-out evaluation or the last step."""
-    return min(_next_multiple(step, config.checkpoint_every),
-               _next_multiple(step, config.eval_every), config.steps)
+def epoch_steps(config):
+    """The optimizer steps of a Keras epoch of a session's fit: the greatest
+    common divisor of `checkpoint_every` and `eval_every`, so that every
+    checkpoint and held-out evaluation falls at an epoch's end (at most
+    `steps`: the last epoch ends at `steps` in any case)."""
+    return min(math.gcd(config.checkpoint_every, config.eval_every),
+               config.steps)
 
 
 def _next_multiple(step, every):
@@ -353,38 +346,58 @@ class _Session:
         """Trains from `step` to `config.steps`, a checkpoint every
         `checkpoint_every` steps, a held-out evaluation every `eval_every`
         steps and after the last. Returns (training seconds, examples per
-        second, steps run)."""
+        second, steps run).
+
+        One fit and one iterator of the masked batches for the whole
+        session, its Keras epochs `epoch_steps` long: a new iterator
+        instantiates the tokenizer's and the masking's graphs again (about
+        1 CPU-s each time). A resumed run whose checkpoint is off that grid
+        (--checkpoint_every or --eval_every changed) first trains up to the
+        grid in a fit of its own."""
         config = self.config
         throughput = Throughput(config.batch_size)
-        callbacks = [keras.callbacks.TensorBoard(
+        steps = _SessionSteps(self, step)
+        # The session's own first: its work at an epoch's start runs before
+        # the other callbacks hear of the epoch.
+        callbacks = [steps, keras.callbacks.TensorBoard(
             self.run_dir.file(layout.LOGS), write_graph=False),
             throughput, *self.extra_callbacks]
-        first, wall = step, 0.0
+        first, wall, length = step, 0.0, epoch_steps(config)
         while step < config.steps:
-            end = segment_end(step, config)
             batches = masking.training_batches(
                 self.texts["train"], self.encode,
                 batch_size=config.batch_size, seed=config.seed,
                 skip_steps=step)
-            index = _segment_index(step, config)
+            epoch = step // length
+            if step % length:  # off the grid: up to it
+                per_epoch = min(_next_multiple(step, length),
+                                config.steps) - step
+                epochs = epoch + 1
+            else:
+                per_epoch, epochs = length, -(-config.steps // length)
             # One trace of the step, not two (a no-op once built).
             prebuild.build_before_fit(self.model, batches)
             started = time.perf_counter()
             # The batches shuffle themselves (masking.training_batches);
             # Keras' own shuffle does not apply to a tf.data.Dataset.
-            self.model.fit(batches, steps_per_epoch=end - step,
-                           initial_epoch=index, epochs=index + 1,
+            self.model.fit(batches, steps_per_epoch=per_epoch,
+                           initial_epoch=epoch, epochs=epochs,
                            callbacks=callbacks, verbose=self.verbose,
                            shuffle=False)
-            wall += time.perf_counter() - started
-            step = end
-            if step % config.checkpoint_every == 0 or step == config.steps:
-                self.run_dir.save_checkpoint(self.model, step)
-                if self.verbose:
-                    print(f"step {step}/{config.steps}: checkpoint saved.")
-            if is_eval_step(step, config):
-                self._evaluate(step)
+            wall += time.perf_counter() - started - steps.pop_seconds()
+            step = steps.step
         return wall, throughput.examples_per_second, step - first
+
+    def _after_epoch(self, step):
+        """The checkpoint and the held-out evaluation due after `step`
+        steps, if any."""
+        config = self.config
+        if step % config.checkpoint_every == 0 or step == config.steps:
+            self.run_dir.save_checkpoint(self.model, step)
+            if self.verbose:
+                print(f"step {step}/{config.steps}: checkpoint saved.")
+        if is_eval_step(step, config):
+            self._evaluate(step)
 
     def _metrics(self, *, start, end, wall, throughput, steps_run, preset,
                  digest):
@@ -426,3 +439,53 @@ class _Session:
             "mixed_precision": devices.policy_for(self.gpu) is not None,
             "versions": _versions(),
         }
+
+
+class _SessionSteps(keras.callbacks.Callback):
+    """A session's steps inside its fit: counts them, ends the fit at
+    `config.steps`, and after each epoch runs the session's checkpoint and
+    held-out evaluation (`_Session._after_epoch`).
+
+    That work runs as the next epoch starts, or as the fit ends: after
+    every callback's end of the epoch (Keras' progress bar finishes its
+    line first), before any batch of the next. Keras resets the metrics
+    before an epoch starts and the evaluation fills them with its own, so
+    they are reset again after it.
+    """
+
+    def __init__(self, session, step):
+        super().__init__()
+        self.session = session
+        self.step = step
+        self._due = False
+        self._seconds = 0.0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.step >= self.session.config.steps:
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._due = True
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._flush():
+            self.model.reset_metrics()
+
+    def on_train_end(self, logs=None):
+        self._flush()
+
+    def _flush(self):
+        if not self._due:
+            return False
+        self._due = False
+        started = time.perf_counter()
+        self.session._after_epoch(self.step)
+        self._seconds += time.perf_counter() - started
+        return True
+
+    def pop_seconds(self):
+        """Seconds spent on checkpoints and evaluations since the last
+        call."""
+        seconds, self._seconds = self._seconds, 0.0
+        return seconds

@@ -270,13 +270,14 @@ def _fit(model, run, config, train_batches, dev_batches, *, monitor,
 
 def _save(run, config, built, dataset, *, calibration_batches):
     """Step 4: the best weights into the model, the split's closed-form
-    calibration if it has one (on `calibration_batches`, the training
-    data), then the user and server sides, the vocabulary and split.json
-    (each atomically). Returns the run's privacy guarantee."""
+    calibration if it has one (on `calibration_batches()`, the training
+    data: built only then), then the user and server sides, the
+    vocabulary and split.json (each atomically). Returns the run's privacy
+    guarantee."""
     built.model.load_weights(run.file(rundir.BEST_WEIGHTS))
     split = built.split
     if split.calibrate is not None:
-        split.calibrate(calibration_batches)
+        split.calibrate(calibration_batches())
     run.save_model(rundir.USER, split.user)
     run.save_model(rundir.SERVER, split.server)
     run.write_with(rundir.VOCAB, built.tokenizer.save_vocabulary)
@@ -617,7 +618,7 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
         monitor=built.monitor, verbose=verbose,
         extra_callbacks=extra_callbacks)
     guarantee = _save(run, config, built, dataset,
-                      calibration_batches=pipeline.batches(
+                      calibration_batches=lambda: pipeline.batches(
                           built.tokenizer, fit_data, "train",
                           batch_size=config.batch_size,
                           max_examples=config.max_train_examples))
