@@ -182,3 +182,15 @@ def test_test_vectors_cover_every_rule(vocabulary):
     assert long["truncated"] and len(long["token_ids"]) == 64
     assert long["token_ids"][-1] == 102
     assert sum(v["truncated"] for v in record["vectors"]) == 1
+    # Made once per settings: a tokenizer of the same settings gets the
+    # same vectors without tokenizing (its engine is gone), as a copy of
+    # its own; other settings get their own.
+    again = TextTokenizer(tokens, 64)
+    again._engine = None
+    copied = tokenizer_vectors.vectors(again)
+    assert copied == record and copied is not record
+    copied["vectors"][0]["token_ids"].append(0)
+    assert tokenizer_vectors.vectors(again) == record
+    short = tokenizer_vectors.vectors(TextTokenizer(tokens, 16))
+    assert short["max_length"] == 16
+    assert len(short["vectors"][-1]["token_ids"]) == 16

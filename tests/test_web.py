@@ -16,7 +16,6 @@ import gzip
 import json
 import os
 import re
-import subprocess
 import sys
 import threading
 import urllib.error
@@ -508,35 +507,61 @@ def _guide_command(program):
     return line.split()[1:]
 
 
+def _free_port():
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_serve_program_answers_the_guides_request(export):
-    """`tfdptext-serve` as the export guide runs it (--port=0 added: a
-    free port), answering the guide's curl request."""
+    """`tfdptext-serve` as the export guide runs it (--port= a free port
+    added), answering the guide's curl request. It runs forked from the
+    zygote (no import of TensorFlow of its own); its first line says where
+    it listens."""
+    import signal
+    import time
+
+    port = _free_port()
     argv = [a.replace("exports/quickstart", export[0])
-            for a in _guide_command("tfdptext-serve")] + ["--port=0"]
-    process = subprocess.Popen(
+            for a in _guide_command("tfdptext-serve")] + [f"--port={port}"]
+    process = zygote.Background(
         [sys.executable, os.path.join(ROOT, "export", "tfdptext-serve"),
-         *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         *argv], capture_output=True, text=True, timeout=300)
+    url = f"http://127.0.0.1:{port}"
     try:
-        first = process.stdout.readline()
-        match = re.search(r"serving (http://\S+)/ \(model quickstart, "
-                          r"version 1\)", first)
-        assert match, first + process.stderr.read()[-2000:]
         request = urllib.request.Request(
-            f"{match.group(1)}/v1/models/quickstart:predict",
+            f"{url}/v1/models/quickstart:predict",
             data=json.dumps({"instances": [{"private_code": 1}]}).encode(),
             headers={"Content-Type": "application/json"})
-        answer = json.load(urllib.request.urlopen(request, timeout=60))
+        deadline = time.monotonic() + 240
+        while True:
+            try:
+                answer = json.load(urllib.request.urlopen(request,
+                                                          timeout=60))
+                break
+            except urllib.error.URLError as err:
+                if isinstance(err, urllib.error.HTTPError) or \
+                        time.monotonic() > deadline or \
+                        not process.running():
+                    raise
+                time.sleep(0.2)
         assert answer["predictions"][0]["label_name"] in export[1][
             "label_names"]
         bad = urllib.request.Request(
-            f"{match.group(1)}/v1/models/quickstart:predict", data=b"{")
+            f"{url}/v1/models/quickstart:predict", data=b"{")
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(bad, timeout=60)
         assert err.value.code == 400
         assert "JSON Parse error" in json.load(err.value)["error"]
     finally:
-        process.terminate()
-        process.wait(timeout=60)
+        if process.wait_started(60) and process.running():
+            os.kill(process.pid, signal.SIGTERM)
+    result = process.result(60)
+    first = result.stdout.splitlines()[0]
+    assert re.search(rf"serving {re.escape(url)}/ \(model quickstart, "
+                     r"version 1\)", first), first + result.stderr[-2000:]
 
 
 def test_guide_web_snippet_is_the_tested_code():
