@@ -472,12 +472,9 @@ def _child(message):
 
         traceback.print_exc()
     finally:
-        try:
-            atexit._run_exitfuncs()  # what an interpreter does at exit
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        from tfdptext.cli import children
+
+        children.exit_as_interpreter(code)
 
 
 def _redirect(message):

@@ -128,8 +128,6 @@ def _child(module, args, own_flags, parent):
     """The forked child: the program run as `python -m module args`,
     then os._exit with its status (it never returns into the parent's
     code)."""
-    import signal
-
     code = 1
     try:
         _die_with_parent()
@@ -142,19 +140,26 @@ def _child(module, args, own_flags, parent):
 
         traceback.print_exc()
     finally:
-        try:
-            import atexit
+        exit_as_interpreter(code)
 
-            atexit._run_exitfuncs()  # what an interpreter does at exit
-            sys.stdout.flush()
-            sys.stderr.flush()
-            if code == -signal.SIGINT:
-                # As the interpreter after a KeyboardInterrupt: die of
-                # SIGINT, so that the parent sees it.
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGINT)
-        finally:
-            os._exit(code & 0xFF)
+
+def exit_as_interpreter(code):
+    """Ends a forked child as an interpreter ends: the atexit functions,
+    the standard streams flushed, then os._exit with `code` (-SIGINT: dies
+    of SIGINT, as the interpreter does after a KeyboardInterrupt, so that
+    the parent sees it). Never returns."""
+    import atexit
+    import signal
+
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if code == -signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        os._exit(code & 0xFF)
 
 
 def _as_fresh_interpreter(module, args, own_flags):
