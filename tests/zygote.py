@@ -515,20 +515,6 @@ def _execute(argv):
         sys.argv = list(argv)
         sys.path[0:1] = [os.path.dirname(script)]
         run = lambda: runpy.run_path(script, run_name="__main__")
-    try:
-        run()
-    except SystemExit as done:
-        if done.code is None:
-            return 0
-        if isinstance(done.code, int):
-            return done.code
-        print(done.code, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except BaseException:
-        import traceback
+    from tfdptext.cli import children
 
-        traceback.print_exc()
-        return 1
-    return 0
+    return children.exit_status_of(run)

@@ -184,10 +184,20 @@ def _execute(module):
     """Runs `module` as __main__; its exit status as the interpreter
     gives it (-SIGINT after a KeyboardInterrupt)."""
     import runpy
+
+    return exit_status_of(lambda: runpy.run_module(
+        module, run_name="__main__", alter_sys=True))
+
+
+def exit_status_of(main):
+    """Calls `main()` as an interpreter runs __main__; the exit status it
+    would give: SystemExit's code (a message: printed, 1), 1 after any
+    other exception (its traceback printed), -SIGINT after a
+    KeyboardInterrupt, else 0."""
     import signal
 
     try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        main()
     except SystemExit as done:
         if done.code is None:
             return 0
