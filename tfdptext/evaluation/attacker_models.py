@@ -45,17 +45,27 @@ def fit_keras_mlp(x_train, y_train, x_dev, y_dev, x_test, num_classes,
                 layers.append(keras.layers.Dropout(dropout))
         layers.append(keras.layers.Dense(num_classes))
         model = keras.Sequential(layers)
+        # No metrics: early stopping reads the dev loss only (a metric
+        # would be traced and computed every step for nothing).
         model.compile(
             keras.optimizers.Adam(learning_rate),
-            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"])
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         model.fit(x_train, y_train, validation_data=(x_dev, y_dev),
                   epochs=epochs, batch_size=batch_size, verbose=0,
                   callbacks=[keras.callbacks.EarlyStopping(
                       patience=patience, restore_best_weights=True)])
-        logits = model.predict(x_test, verbose=0, batch_size=1024)
+        logits = _eager_logits(model, x_test)
     shifted = logits - logits.max(axis=1, keepdims=True)
     return np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+
+
+def _eager_logits(model, x, batch_size=1024):
+    """`model.predict(x, batch_size=batch_size)` called eagerly, batch by
+    batch: the same batches and kernels (the same logits, bit for bit),
+    without tracing a predict function that runs once per attacker."""
+    return np.concatenate([
+        np.asarray(model(x[start:start + batch_size], training=False))
+        for start in range(0, len(x), batch_size)])
 
 
 def fit_logistic_regression(x_train, y_train, x_dev, y_dev, x_test,
