@@ -162,6 +162,29 @@ def test_attacker_logits_are_keras_predict_bit_for_bit():
         model.predict(x, verbose=0, batch_size=1024))
 
 
+def test_attacker_reusing_a_compiled_model_trains_as_a_fresh_one():
+    """A Keras attacker fitted on a cached compiled model (weights,
+    normalization, dropout seed state and optimizer put back) gives the
+    fresh model's probabilities bit for bit, after another fit of the
+    same architecture changed all of them."""
+    from tfdptext.evaluation import attacker_models
+
+    rng = np.random.default_rng(4)
+    (xa, ya), (xb, yb), (xc, _) = (_leaky(n, rng) for n in (60, 20, 20))
+    kwargs = dict(hidden=(8, 8), dropout=0.3, standardize=True, epochs=3,
+                  batch_size=16)
+    attacker_models._COMPILED.clear()
+    fresh = attacker_models.fit_keras_mlp(xa, ya, xb, yb, xc, 2, seed=5,
+                                          **kwargs)
+    (model, _), = attacker_models._COMPILED.values()
+    attacker_models.fit_keras_mlp(xb, yb, xa, ya, xc, 2, seed=6, **kwargs)
+    reused = attacker_models.fit_keras_mlp(xa, ya, xb, yb, xc, 2, seed=5,
+                                           **kwargs)
+    (same, _), = attacker_models._COMPILED.values()
+    assert same is model
+    np.testing.assert_array_equal(reused, fresh)
+
+
 def test_attacker_rejects_unknown_kind_and_bad_input():
     splits = _attribute_splits(True, 0, sizes=(20, 10, 10))
     with pytest.raises(ValueError, match="`kind` must be one of.*mlp_large"):
