@@ -146,6 +146,45 @@ def test_every_attacker_kind_stays_at_majority_without_leak(
     assert abs(result["roc_auc"] - 0.5) < 0.05
 
 
+def test_attacker_logits_are_keras_predict_bit_for_bit():
+    """The attackers' eager prediction (no traced predict function) gives
+    what `model.predict` gives, bit for bit, over more than one batch."""
+    import keras
+
+    from tfdptext.evaluation import attacker_models
+
+    x = np.random.default_rng(3).normal(size=(1100, 6)).astype(np.float32)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Normalization(
+        mean=0.5, variance=2.0), keras.layers.Dense(9, activation="relu"),
+        keras.layers.Dropout(0.3), keras.layers.Dense(3)])
+    np.testing.assert_array_equal(
+        attacker_models._eager_logits(model, x),
+        model.predict(x, verbose=0, batch_size=1024))
+
+
+def test_attacker_reusing_a_compiled_model_trains_as_a_fresh_one():
+    """A Keras attacker fitted on a cached compiled model (weights,
+    normalization, dropout seed state and optimizer put back) gives the
+    fresh model's probabilities bit for bit, after another fit of the
+    same architecture changed all of them."""
+    from tfdptext.evaluation import attacker_models
+
+    rng = np.random.default_rng(4)
+    (xa, ya), (xb, yb), (xc, _) = (_leaky(n, rng) for n in (60, 20, 20))
+    kwargs = dict(hidden=(8, 8), dropout=0.3, standardize=True, epochs=3,
+                  batch_size=16)
+    attacker_models._COMPILED.clear()
+    fresh = attacker_models.fit_keras_mlp(xa, ya, xb, yb, xc, 2, seed=5,
+                                          **kwargs)
+    (model, _), = attacker_models._COMPILED.values()
+    attacker_models.fit_keras_mlp(xb, yb, xa, ya, xc, 2, seed=6, **kwargs)
+    reused = attacker_models.fit_keras_mlp(xa, ya, xb, yb, xc, 2, seed=5,
+                                           **kwargs)
+    (same, _), = attacker_models._COMPILED.values()
+    assert same is model
+    np.testing.assert_array_equal(reused, fresh)
+
+
 def test_attacker_rejects_unknown_kind_and_bad_input():
     splits = _attribute_splits(True, 0, sizes=(20, 10, 10))
     with pytest.raises(ValueError, match="`kind` must be one of.*mlp_large"):
