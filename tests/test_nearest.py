@@ -50,3 +50,35 @@ def test_exact_ties_give_the_lowest_id_and_never_a_special():
     chosen = nearest.nearest_tokens(np.array([[1, 0.1], [0, 1]],
                                              np.float32), table, candidates)
     np.testing.assert_array_equal(np.asarray(chosen), [1, 1])
+
+
+def test_blocks_of_rows_give_the_same_tokens():
+    # Eager under TensorFlow the rows are searched in blocks (the (N, V)
+    # scores stay small): blocks that do not divide the 48 queries, one
+    # row each, and one pass all give the float64 nearest. (The product's
+    # rounding depends on the block's row count, so the coarse order of
+    # these near-ties changes with the block; the exact re-ranking does
+    # not.)
+    reference = None
+    for block in (5, 1, 0, 1000):
+        chosen, reference = _search(block=block)
+        np.testing.assert_array_equal(chosen, reference)
+
+
+def test_the_coarse_ranking_is_the_negated_coarse_scores():
+    # The search ranks 2 v.t - ||t||^2 (specials at -inf) in one pass:
+    # bit for bit the order of `coarse_scores` with the specials at +inf.
+    # With a shortlist of 1 the answer is that ranking's first token
+    # (lowest id among equal scores): the same as the argmin of the
+    # scores, on the near-ties and on exact ties.
+    queries, table, candidates = nearest_ties.ties()
+    exact_table = np.array([[1, 0], [0, 1], [0, 1], [5, 5]], np.float32)
+    for q, t, c in ((queries, table, candidates),
+                    (np.array([[1, 0.1], [0, 1], [2, 2]], np.float32),
+                     exact_table, np.array([False, True, True, True]))):
+        scores = np.where(c[None, :], np.asarray(
+            nearest.coarse_scores(q, t)), np.inf)
+        np.testing.assert_array_equal(
+            np.asarray(nearest.nearest_tokens(q, t, c, shortlist=1,
+                                              block=0)),
+            scores.argmin(axis=1))
