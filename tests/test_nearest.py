@@ -82,3 +82,34 @@ def test_the_coarse_ranking_is_the_negated_coarse_scores():
             np.asarray(nearest.nearest_tokens(q, t, c, shortlist=1,
                                               block=0)),
             scores.argmin(axis=1))
+
+
+def test_eager_layer_releases_what_its_graph_releases():
+    # Eagerly, DChiTextPrivatizer searches only the positions it does not
+    # pass through, in blocks; traced (fit, a TFLite export) it searches
+    # every position in one pass. Same uniforms: the same ids.
+    import tensorflow as tf
+
+    from tfdptext.layers import DChiTextPrivatizer
+
+    rng = np.random.default_rng(5)
+    table = rng.normal(size=(600, 8)).astype(np.float32)
+    layer = DChiTextPrivatizer(eta=2.0, embeddings=table,
+                               special_token_ids=[0, 1, 2, 3, 4],
+                               passthrough_token_ids=[0, 1, 2])
+    ids = rng.integers(5, 600, size=(40, 12)).astype(np.int32)
+    ids[:, 0], ids[:, 9], ids[:, 10:] = 1, 2, 0
+    ids[3, 4] = 3  # [MASK]-like: special, not passed through
+    layer.build(ids.shape)
+    uniforms = rng.random(
+        (40, 12, layer._uniforms_per_token())).astype(np.float32)
+    traced = tf.function(layer.apply)
+    eager = np.asarray(layer.apply(ids, uniforms))
+    np.testing.assert_array_equal(
+        eager, np.asarray(traced(tf.constant(ids), tf.constant(uniforms))))
+    passed = np.isin(ids, [0, 1, 2])
+    np.testing.assert_array_equal(eager[passed], ids[passed])
+    assert not np.isin(eager[~passed], [0, 1, 2, 3, 4]).any()
+    # The noise moved most tokens (eta 2: noise norm about 4, rows about
+    # 2.8).
+    assert np.mean(eager[~passed] != ids[~passed]) > 0.5
