@@ -66,22 +66,36 @@ def test_blocks_of_rows_give_the_same_tokens():
 
 
 def test_the_coarse_ranking_is_the_negated_coarse_scores():
-    # The search ranks 2 v.t - ||t||^2 (specials at -inf) in one pass:
-    # bit for bit the order of `coarse_scores` with the specials at +inf.
-    # With a shortlist of 1 the answer is that ranking's first token
-    # (lowest id among equal scores): the same as the argmin of the
-    # scores, on the near-ties and on exact ties.
+    # The search ranks 2 v.t - ||t||^2 (specials at -inf) in one pass, or
+    # eagerly v.t - ||t||^2 / 2 where that halving is exact: bit for bit
+    # the order of `coarse_scores` with the specials at +inf. With a
+    # shortlist of 1 the answer is that ranking's first token (lowest id
+    # among equal scores): the argmin of the scores, on the near-ties, on
+    # exact ties, and (the doubled form, eagerly too) with a row whose
+    # squared norm is subnormal, and traced.
+    import tensorflow as tf
+
     queries, table, candidates = nearest_ties.ties()
     exact_table = np.array([[1, 0], [0, 1], [0, 1], [5, 5]], np.float32)
+    subnormal = np.array([[1e-22, 0], [0, 1], [3e-23, 0], [1, 1]],
+                         np.float32)
+    assert not nearest._halve_exactly(np.square(subnormal).sum(-1),
+                                      np.zeros((1, 2)))
+    assert nearest._halve_exactly(np.square(table).sum(-1), queries)
+    small = np.array([[1, 0.1], [0, 1], [2, 2], [0, 0], [-1e-22, 0]],
+                     np.float32)
+    searched = tf.function(lambda q, t, c: nearest.nearest_tokens(
+        q, t, c, shortlist=1))
     for q, t, c in ((queries, table, candidates),
-                    (np.array([[1, 0.1], [0, 1], [2, 2]], np.float32),
-                     exact_table, np.array([False, True, True, True]))):
+                    (small, exact_table, np.array([False, True, True, True])),
+                    (small, subnormal, np.array([True, True, True, True]))):
         scores = np.where(c[None, :], np.asarray(
             nearest.coarse_scores(q, t)), np.inf)
-        np.testing.assert_array_equal(
-            np.asarray(nearest.nearest_tokens(q, t, c, shortlist=1,
-                                              block=0)),
-            scores.argmin(axis=1))
+        for chosen in (nearest.nearest_tokens(q, t, c, shortlist=1,
+                                              block=0),
+                       searched(q, t, c)):
+            np.testing.assert_array_equal(np.asarray(chosen),
+                                          scores.argmin(axis=1))
 
 
 def test_eager_layer_releases_what_its_graph_releases():
