@@ -50,3 +50,80 @@ def test_exact_ties_give_the_lowest_id_and_never_a_special():
     chosen = nearest.nearest_tokens(np.array([[1, 0.1], [0, 1]],
                                              np.float32), table, candidates)
     np.testing.assert_array_equal(np.asarray(chosen), [1, 1])
+
+
+def test_blocks_of_rows_give_the_same_tokens():
+    # Eager under TensorFlow the rows are searched in blocks (the (N, V)
+    # scores stay small): blocks of 5 rows (not dividing the 48 queries)
+    # and one pass both give the float64 nearest. (The product's
+    # rounding depends on the block's row count, so the coarse order of
+    # these near-ties changes with the block; the exact re-ranking does
+    # not.)
+    reference = None
+    for block in (5, 0):
+        chosen, reference = _search(block=block)
+        np.testing.assert_array_equal(chosen, reference)
+
+
+def test_the_coarse_ranking_is_the_negated_coarse_scores():
+    # The search ranks 2 v.t - ||t||^2 (specials at -inf) in one pass, or
+    # eagerly v.t - ||t||^2 / 2 where that halving is exact: bit for bit
+    # the order of `coarse_scores` with the specials at +inf. With a
+    # shortlist of 1 the answer is that ranking's first token (lowest id
+    # among equal scores): the argmin of the scores, on the near-ties, on
+    # exact ties, and (the doubled form, eagerly too) with a row whose
+    # squared norm is subnormal, and traced.
+    import tensorflow as tf
+
+    queries, table, candidates = nearest_ties.ties()
+    exact_table = np.array([[1, 0], [0, 1], [0, 1], [5, 5]], np.float32)
+    subnormal = np.array([[1e-22, 0], [0, 1], [3e-23, 0], [1, 1]],
+                         np.float32)
+    assert not nearest._halve_exactly(np.square(subnormal).sum(-1),
+                                      np.zeros((1, 2)))
+    assert nearest._halve_exactly(np.square(table).sum(-1), queries)
+    small = np.array([[1, 0.1], [0, 1], [2, 2], [0, 0], [-1e-22, 0]],
+                     np.float32)
+    searched = tf.function(lambda q, t, c: nearest.nearest_tokens(
+        q, t, c, shortlist=1))
+    for q, t, c in ((queries, table, candidates),
+                    (small, exact_table, np.array([False, True, True, True])),
+                    (small, subnormal, np.array([True, True, True, True]))):
+        scores = np.where(c[None, :], np.asarray(
+            nearest.coarse_scores(q, t)), np.inf)
+        for chosen in (nearest.nearest_tokens(q, t, c, shortlist=1,
+                                              block=0),
+                       searched(q, t, c)):
+            np.testing.assert_array_equal(np.asarray(chosen),
+                                          scores.argmin(axis=1))
+
+
+def test_eager_layer_releases_what_its_graph_releases():
+    # Eagerly, DChiTextPrivatizer searches only the positions it does not
+    # pass through, in blocks; traced (fit, a TFLite export) it searches
+    # every position in one pass. Same uniforms: the same ids.
+    import tensorflow as tf
+
+    from tfdptext.layers import DChiTextPrivatizer
+
+    rng = np.random.default_rng(5)
+    table = rng.normal(size=(600, 8)).astype(np.float32)
+    layer = DChiTextPrivatizer(eta=2.0, embeddings=table,
+                               special_token_ids=[0, 1, 2, 3, 4],
+                               passthrough_token_ids=[0, 1, 2])
+    ids = rng.integers(5, 600, size=(40, 12)).astype(np.int32)
+    ids[:, 0], ids[:, 9], ids[:, 10:] = 1, 2, 0
+    ids[3, 4] = 3  # [MASK]-like: special, not passed through
+    layer.build(ids.shape)
+    uniforms = rng.random(
+        (40, 12, layer._uniforms_per_token())).astype(np.float32)
+    traced = tf.function(layer.apply)
+    eager = np.asarray(layer.apply(ids, uniforms))
+    np.testing.assert_array_equal(
+        eager, np.asarray(traced(tf.constant(ids), tf.constant(uniforms))))
+    passed = np.isin(ids, [0, 1, 2])
+    np.testing.assert_array_equal(eager[passed], ids[passed])
+    assert not np.isin(eager[~passed], [0, 1, 2, 3, 4]).any()
+    # The noise moved most tokens (eta 2: noise norm about 4, rows about
+    # 2.8).
+    assert np.mean(eager[~passed] != ids[~passed]) > 0.5

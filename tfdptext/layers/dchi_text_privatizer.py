@@ -77,7 +77,23 @@ class DChiTextPrivatizer(token_privatizer.TokenPrivatizer):
         return nearest.nearest_tokens(vectors, self.embeddings,
                                       ~self._is_special)
 
-    def _private_tokens(self, rows, uniforms):
+    def _privatize_ids(self, ids, rows, uniforms):
+        vectors = self._noisy_vectors(rows, uniforms)
+        if not nearest._eager_tensorflow():
+            return self.nearest_tokens(vectors)
+        # Eagerly (a secure release in Python), only the positions that
+        # are not passed through ([PAD], [CLS], [SEP]: `apply` releases
+        # their ids unchanged) are searched: the same noise is drawn for
+        # every position, the other answers are not read.
+        import tensorflow as tf
+
+        searched = tf.where(~tf.gather(
+            tf.convert_to_tensor(self._is_passthrough), ids))
+        found = self.nearest_tokens(tf.gather_nd(vectors, searched))
+        return tf.tensor_scatter_nd_update(tf.cast(ids, tf.int32), searched,
+                                           found)
+
+    def _noisy_vectors(self, rows, uniforms):
         if uniforms is None:
             source = self.noise_source()
             noise = noise_math.dchi(source.shape(rows), self.eta, source)
@@ -86,7 +102,10 @@ class DChiTextPrivatizer(token_privatizer.TokenPrivatizer):
 
             noise = sampling.dchi(None, self.eta, self.embedding_dim,
                                   uniforms)
-        return self.nearest_tokens(rows + noise)
+        return rows + noise
+
+    def _private_tokens(self, rows, uniforms):
+        return self.nearest_tokens(self._noisy_vectors(rows, uniforms))
 
     def _uniforms_per_token(self):
         return noise_math.dchi_uniforms_per_vector(self.embedding_dim)

@@ -31,6 +31,8 @@ from keras import ops
 
 # Tokens the coarse ranking passes to the exact one.
 SHORTLIST = 16
+# Rows per block of the eager search under TensorFlow (`nearest_tokens`).
+EAGER_BLOCK = 256
 
 
 def _product(vectors, table):
@@ -52,8 +54,18 @@ def coarse_scores(vectors, table, product=_product):
     return squared_norms[None, :] - 2.0 * product(vectors, table)
 
 
+def _eager_tensorflow():
+    """Whether ops run eagerly under TensorFlow (not while tracing a
+    graph or a TFLite conversion, not under JAX)."""
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+
+    return tf.executing_eagerly()
+
+
 def nearest_tokens(vectors, table, candidates, shortlist=SHORTLIST,
-                   product=_product):
+                   product=_product, block=EAGER_BLOCK):
     """The nearest candidate token of each vector.
 
     Args:
@@ -65,6 +77,13 @@ def nearest_tokens(vectors, table, candidates, shortlist=SHORTLIST,
             distance ranks again (at most V are used).
         product: (vectors, table) -> vectors @ table^T, the coarse
             ranking's matrix product (a test swaps in a TF32 one).
+        block: run eagerly under TensorFlow, the rows are searched in
+            blocks of this many; in a graph (fit, a TFLite export) and
+            under JAX, in one pass. The product's rounding may depend on
+            how many rows it multiplies (so may the coarse order of
+            near-ties: it already did on the batch size), never the
+            answer, which the exact re-ranking decides under the same
+            condition as above.
 
     Returns:
         (N,) int32 token ids; among exactly equal distances, the token
@@ -80,9 +99,60 @@ def nearest_tokens(vectors, table, candidates, shortlist=SHORTLIST,
     table = ops.cast(table, "float32")
     candidates = ops.convert_to_tensor(candidates, "bool")
     count = min(int(shortlist), int(table.shape[0]))
-    scores = ops.where(candidates[None, :],
-                       coarse_scores(vectors, table, product), float("inf"))
-    _, ids = ops.top_k(-scores, count)  # (N, count), best first
+    # -(||t||^2 - 2 v.t), special tokens at -inf: bit for bit the negated
+    # `coarse_scores` with the specials set to +inf (negation and the
+    # factor 2 are exact; a - b == -(b - a) in IEEE arithmetic), in two
+    # passes over the (N, V) scores instead of four. The norms are masked
+    # once per call (V values): finite vectors give finite products, and
+    # a finite number less +inf is -inf.
+    squared_norms = ops.sum(ops.square(table), axis=-1)
+    masked_norms = ops.where(candidates, squared_norms, float("inf"))
+    if not _eager_tensorflow():
+        return _search(vectors, table, candidates, masked_norms, count,
+                       product, doubled=True)
+    if _halve_exactly(squared_norms, vectors):
+        # v.t - ||t||^2 / 2, one pass fewer: exactly half of
+        # 2 v.t - ||t||^2, so the same order and ties (halving a float32
+        # is exact unless it is subnormal; a difference that lands below
+        # the normal range is exact; doubling is exact below overflow).
+        # Otherwise (a subnormal norm, a vector near float32's range) the
+        # doubled product as in a graph.
+        masked_norms, doubled = masked_norms * 0.5, False
+    else:
+        doubled = True
+    rows = int(vectors.shape[0])
+    if not block or rows <= block:
+        return _search(vectors, table, candidates, masked_norms, count,
+                       product, doubled)
+    # One (N, V) matrix is 125 MB at N = 1,024 and MiniLM's 30,522
+    # tokens: every op would write (and fault in) a fresh one; a block
+    # of 256 rows is 31 MB.
+    return ops.concatenate(
+        [_search(vectors[start:start + block], table, candidates,
+                 masked_norms, count, product, doubled)
+         for start in range(0, rows, block)], axis=0)
+
+
+def _halve_exactly(squared_norms, vectors):
+    """Whether (eagerly) every squared norm halves exactly in float32
+    (none is subnormal) and 2 v.t cannot overflow (|v.t| <= ||v|| ||t||
+    < 2^126, in float64)."""
+    import numpy as np
+
+    norms = np.asarray(squared_norms)
+    if not np.all((norms == 0) | (norms >= np.finfo(np.float32).tiny)):
+        return False
+    longest = np.square(np.asarray(vectors, np.float64)).sum(axis=-1).max(
+        initial=0.0)
+    return bool(longest * norms.max(initial=0.0) < 2.0**252)
+
+
+def _search(vectors, table, candidates, offsets, count, product, doubled):
+    """`nearest_tokens` of (n, d) vectors in one pass, ranking
+    (2 if doubled else 1) v.t - offsets."""
+    product_ = product(vectors, table)
+    negated = (2.0 * product_ if doubled else product_) - offsets[None, :]
+    _, ids = ops.top_k(negated, count)  # (N, count), best first
     rows = ops.take(table, ids, axis=0)  # (N, count, d)
     exact = ops.sum(ops.square(vectors[:, None, :] - rows), axis=-1)
     exact = ops.where(ops.take(candidates, ids, axis=0), exact,
