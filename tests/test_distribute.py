@@ -448,6 +448,14 @@ def test_two_worker_processes_train_one_run_as_one_worker(still_preset,
     for loss_two, loss_one in zip(two_metrics["history"]["loss"],
                                   one_metrics["history"]["loss"]):
         assert abs(loss_two - loss_one) <= 0.1 * loss_one
+    # fit's evaluation reads the endless dev batches one pass per epoch:
+    # the best epoch's val_accuracy is the dev accuracy measured after
+    # fit on the whole dev split with the best weights.
+    for metrics in (one_metrics, two_metrics):
+        history = metrics["history"]
+        best = min(range(len(history["val_loss"])),
+                   key=history["val_loss"].__getitem__)
+        assert history["val_accuracy"][best] == metrics["dev_accuracy"]
 
 
 def test_two_workers_train_on_the_chiefs_one_release(still_preset, tmp_path):

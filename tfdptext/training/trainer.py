@@ -237,8 +237,9 @@ def _compile(model, config, *, steps_per_epoch, loss):
 
 
 def _fit(model, run, config, train_batches, dev_batches, *, monitor,
-         verbose, extra_callbacks):
-    """Step 3: fit from the backup's epoch (if any) to `config.epochs`.
+         verbose, extra_callbacks, validation_steps=None):
+    """Step 3: fit from the backup's epoch (if any) to `config.epochs`
+    (`validation_steps`: dev batches per epoch, for endless dev batches).
 
     Returns (history, throughput callback, wall seconds). Raises
     TrainingError when no epoch gave a finite `monitor`.
@@ -259,7 +260,8 @@ def _fit(model, run, config, train_batches, dev_batches, *, monitor,
     # own shuffle does not apply to a tf.data.Dataset.
     history = model.fit(train_batches, validation_data=dev_batches,
                         epochs=config.epochs, callbacks=callbacks,
-                        verbose=verbose, shuffle=False)
+                        verbose=verbose, shuffle=False,
+                        validation_steps=validation_steps)
     wall = time.perf_counter() - start
     if not run.exists(rundir.BEST_WEIGHTS):
         raise TrainingError(
@@ -610,13 +612,18 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
         dev_batches = pipeline.batches(
             built.tokenizer, fit_data, "dev",
             max_examples=config.max_dev_examples, **common)
+    validation_steps = None
     if devices.is_multi_worker(strategy):
         train_batches = devices.per_worker_batches(strategy, train_batches)
-        dev_batches = devices.per_worker_batches(strategy, dev_batches)
+        # The dev batches repeat, read validation_steps at a time (from
+        # the start each epoch: the same batches as one pass).
+        validation_steps = devices.passes_of(dev_batches)
+        dev_batches = devices.per_worker_batches(strategy, dev_batches,
+                                                 repeat=True)
     history, throughput, wall = _fit(
         built.model, run, config, train_batches, dev_batches,
         monitor=built.monitor, verbose=verbose,
-        extra_callbacks=extra_callbacks)
+        extra_callbacks=extra_callbacks, validation_steps=validation_steps)
     guarantee = _save(run, config, built, dataset,
                       calibration_batches=lambda: pipeline.batches(
                           built.tokenizer, fit_data, "train",
