@@ -66,22 +66,18 @@ def test_blocks_of_rows_give_the_same_tokens():
 
 
 def test_the_coarse_ranking_is_the_negated_coarse_scores():
-    # The search ranks 2 v.t - ||t||^2 (specials at -inf) in one pass, or
-    # eagerly v.t - ||t||^2 / 2 where that halving is exact: bit for bit
+    # The search ranks 2 v.t - ||t||^2 (specials at -inf): bit for bit
     # the order of `coarse_scores` with the specials at +inf. With a
     # shortlist of 1 the answer is that ranking's first token (lowest id
     # among equal scores): the argmin of the scores, on the near-ties, on
-    # exact ties, and (the doubled form, eagerly too) with a row whose
-    # squared norm is subnormal, and traced.
+    # exact ties, and with a row whose squared norm is subnormal, eagerly
+    # and traced.
     import tensorflow as tf
 
     queries, table, candidates = nearest_ties.ties()
     exact_table = np.array([[1, 0], [0, 1], [0, 1], [5, 5]], np.float32)
     subnormal = np.array([[1e-22, 0], [0, 1], [3e-23, 0], [1, 1]],
                          np.float32)
-    assert not nearest._halve_exactly(np.square(subnormal).sum(-1),
-                                      np.zeros((1, 2)))
-    assert nearest._halve_exactly(np.square(table).sum(-1), queries)
     small = np.array([[1, 0.1], [0, 1], [2, 2], [0, 0], [-1e-22, 0]],
                      np.float32)
     searched = tf.function(lambda q, t, c: nearest.nearest_tokens(

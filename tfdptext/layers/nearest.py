@@ -107,51 +107,23 @@ def nearest_tokens(vectors, table, candidates, shortlist=SHORTLIST,
     # a finite number less +inf is -inf.
     squared_norms = ops.sum(ops.square(table), axis=-1)
     masked_norms = ops.where(candidates, squared_norms, float("inf"))
-    if not _eager_tensorflow():
+    if not _eager_tensorflow() or not block or \
+            int(vectors.shape[0]) <= block:
         return _search(vectors, table, candidates, masked_norms, count,
-                       product, doubled=True)
-    if _halve_exactly(squared_norms, vectors):
-        # v.t - ||t||^2 / 2, one pass fewer: exactly half of
-        # 2 v.t - ||t||^2, so the same order and ties (halving a float32
-        # is exact unless it is subnormal; a difference that lands below
-        # the normal range is exact; doubling is exact below overflow).
-        # Otherwise (a subnormal norm, a vector near float32's range) the
-        # doubled product as in a graph.
-        masked_norms, doubled = masked_norms * 0.5, False
-    else:
-        doubled = True
-    rows = int(vectors.shape[0])
-    if not block or rows <= block:
-        return _search(vectors, table, candidates, masked_norms, count,
-                       product, doubled)
+                       product)
     # One (N, V) matrix is 125 MB at N = 1,024 and MiniLM's 30,522
     # tokens: every op would write (and fault in) a fresh one; a block
     # of 256 rows is 31 MB.
     return ops.concatenate(
         [_search(vectors[start:start + block], table, candidates,
-                 masked_norms, count, product, doubled)
-         for start in range(0, rows, block)], axis=0)
+                 masked_norms, count, product)
+         for start in range(0, int(vectors.shape[0]), block)], axis=0)
 
 
-def _halve_exactly(squared_norms, vectors):
-    """Whether (eagerly) every squared norm halves exactly in float32
-    (none is subnormal) and 2 v.t cannot overflow (|v.t| <= ||v|| ||t||
-    < 2^126, in float64)."""
-    import numpy as np
-
-    norms = np.asarray(squared_norms)
-    if not np.all((norms == 0) | (norms >= np.finfo(np.float32).tiny)):
-        return False
-    longest = np.square(np.asarray(vectors, np.float64)).sum(axis=-1).max(
-        initial=0.0)
-    return bool(longest * norms.max(initial=0.0) < 2.0**252)
-
-
-def _search(vectors, table, candidates, offsets, count, product, doubled):
+def _search(vectors, table, candidates, masked_norms, count, product):
     """`nearest_tokens` of (n, d) vectors in one pass, ranking
-    (2 if doubled else 1) v.t - offsets."""
-    product_ = product(vectors, table)
-    negated = (2.0 * product_ if doubled else product_) - offsets[None, :]
+    2 v.t - masked_norms."""
+    negated = 2.0 * product(vectors, table) - masked_norms[None, :]
     _, ids = ops.top_k(negated, count)  # (N, count), best first
     rows = ops.take(table, ids, axis=0)  # (N, count, d)
     exact = ops.sum(ops.square(vectors[:, None, :] - rows), axis=-1)
