@@ -8,9 +8,11 @@ train/flags/ and small files), with ../shared/data resolved to a copy
 cut to 100 texts per split (`small_shared`). Each runs as
 written with overrides appended for speed: a tiny encoder over MiniLM's
 first 4,000 ids instead of MiniLM (`docs_preset`), short texts, few
-examples and steps, fewer audit samples (`overrides`). A train or export whose effective flags (flag files
-expanded, later flags winning) equal an earlier command's is not run
-again: its output is copied (`_reuse`); a sweep's cells are put in its
+examples and steps, fewer audit samples, an export's lengths named
+(`overrides`). A train or export whose effective flags (flag files
+expanded, later flags winning, a file data set's default columns named
+or not) equal an earlier command's is not run again: its output is
+copied (`_reuse`); a sweep's cells are put in its
 directory before it runs, copied where earlier commands trained and
 evaluated them with the same flags, else trained and evaluated through
 the zygote with the commands the sweep would run, and the sweep skips
@@ -86,6 +88,12 @@ EVAL_FAST = ["--max_attack_examples=24", "--deniability_tokens=3",
 # is the longest the export guide's --lengths=16,32 names.
 FAST = ["--max_length=32", "--epochs=1", "--max_train_examples=48",
         "--max_dev_examples=16", "--batch_size=256"]
+# The lengths an export of a run of FAST's max_length 32 takes when it
+# names none (16, 32, 64, ... below max_length, plus max_length: 16 and
+# 32), named for an export that names none: an export that names them is
+# then seen to be the same export (the export guide's --lengths=16,32 one
+# is the README's quickstart export).
+EXPORT_LENGTHS = "--lengths=16,32"
 # The docs' encoder: the tiny BERT of tests/conftest.py (one layer, width
 # 16) over the first DOCS_VOCABULARY ids of MiniLM's vocabulary: its
 # special tokens, [unused*] slots and single characters, then its ~2,000
@@ -108,6 +116,8 @@ def overrides(program, argv, preset):
         "tfdptext-pretrain": [*tiny, "--steps=2",
                               "--max_length=32", "--max_examples=64",
                               "--heldout_examples=16", "--batch_size=8"],
+        "tfdptext-export": [] if any(a.startswith("--lengths")
+                                     for a in argv) else [EXPORT_LENGTHS],
         "tfdptext-eval": EVAL_FAST,
         # --train_args repeats; --eval_args is a list (its last value
         # wins): the fast flags in one.
@@ -264,12 +274,6 @@ def _workspace(tmp_path, shared):
         shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder)
     for path in (tmp_path / "train" / "flags").iterdir():
         path.write_text(path.read_text().replace("../shared", shared))
-    header = "text\tlabel\n"
-    rows = "".join(f"the {w} story number {i}\t{label}\n"
-                   for i, (w, label) in enumerate(
-                       [("great", "Good"), ("awful", "Bad")] * 40))
-    for name in ("train.tsv", "test.tsv"):
-        (tmp_path / name).write_text(header + rows)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "reviews.txt").write_text(
         "The staff was friendly.\n\nDelivery took three weeks.\n")
@@ -284,8 +288,10 @@ def _resolve(argv, shared):
 
 # Commands that write only their --output_dir, already run with the same
 # effective flags by an earlier command (the README's quickstart and the
-# export guide share their run and export; the training guide's AG code
-# run is the evaluation guide's): their output is copied, not remade.
+# export guide share their run and their export, which is also the export
+# guide's --lengths=16,32 one; the training guide's AG code run is the
+# evaluation guide's, its own-data run the quickstart's): their output is
+# copied, not remade.
 _REUSABLE = ("tfdptext-train", "tfdptext-export")
 _RAN = {}
 # The evaluations run so far: (absolute run directory, effective flags
@@ -294,12 +300,20 @@ _EVALUATED = {}
 _PLACES = ("output_dir", "model_dir")
 
 
+# The columns a file data set's loader reads when none is named (the
+# training guide's "defaults `text`, `label`"; by index without a header
+# line): naming them reads the same data (the training guide's own-data
+# command is the README's quickstart run with its columns named).
+_FILE_COLUMNS = {"text_column": "text", "label_column": "label"}
+
+
 def _effective(argv, cwd, leave=("output_dir",)):
     """The flags a command runs with, as absl reads them: flag files
-    expanded (paths relative to `cwd`), the later value of a flag winning;
-    the flags in `leave` and the positional arguments apart. Two commands
-    of one program with the same flags and arguments write the same
-    output."""
+    expanded (paths relative to `cwd`), the later value of a flag winning,
+    a file data set's columns named as its loader's defaults left out
+    (`_FILE_COLUMNS`); the flags in `leave` and the positional arguments
+    apart. Two commands of one program with the same flags and arguments
+    write the same output."""
     values, positional = {}, []
 
     def read(args):
@@ -315,6 +329,11 @@ def _effective(argv, cwd, leave=("output_dir",)):
                 positional.append(arg)
 
     read(argv)
+    if values.get("dataset") == "jsonl" or values.get("dataset") in (
+            "csv", "tsv") and not {"no_header", "nono_header"} & set(values):
+        for name, default in _FILE_COLUMNS.items():
+            if values.get(name) == default:
+                del values[name]
     return (tuple(sorted((k, v) for k, v in values.items()
                          if k not in leave)), tuple(positional))
 
