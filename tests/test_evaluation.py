@@ -176,8 +176,9 @@ def test_attacker_reusing_a_compiled_model_trains_as_a_fresh_one():
 
     rng = np.random.default_rng(4)
     (xa, ya), (xb, yb), (xc, _) = (_leaky(n, rng) for n in (60, 20, 20))
+    # Batches of 20 divide both splits: each step function is traced once.
     kwargs = dict(hidden=(8, 8), dropout=0.3, standardize=True, epochs=3,
-                  batch_size=16)
+                  batch_size=20)
     attacker_models._COMPILED.clear()
     fresh = attacker_models.fit_keras_mlp(xa, ya, xb, yb, xc, 2, seed=5,
                                           **kwargs)
