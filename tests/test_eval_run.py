@@ -1,5 +1,6 @@
 """Evaluating trained runs (tfdptext-eval's library), sweeps and bad input."""
 
+import contextlib
 import json
 import os
 import re
@@ -7,6 +8,7 @@ import shutil
 import sys
 
 import numpy as np
+import eager_training
 import pytest
 import zygote
 
@@ -28,33 +30,34 @@ def runs(tmp_path_factory, tiny_preset):
     age through word choice): clean, heavily noised, and token-level.
 
     Only the clean run's encoder must learn (its attackers must see the
-    leak): it trains 2 epochs; the others 1 (each epoch costs about 3
-    CPU-s). The heavily noised one trains on a smaller corpus: at
-    epsilon 0.01 its release carries nothing whatever it learned; it is
+    leak): it trains 2 epochs as the product does (its 50 traced steps).
+    The others only produce artefacts: 1 epoch on the first 64 train and
+    16 dev texts of `corpus`, eagerly (tests/eager_training.py: for their
+    2 steps, cheaper than tracing fit's steps). The heavily noised one's
+    release at epsilon 0.01 carries nothing whatever it learned; it is
     evaluated on `heavy_corpus` (400 test texts: see
     test_attackers_see_clean_leak_and_not_heavy_noise). The token-level
-    runs train on the first 64 train and 16 dev texts of `corpus` (their
-    users' texts, released once through the user side: what they cost):
-    the tests read their releases of `corpus`, and membership inference
-    the first 60 texts of the release t2t trained on."""
+    runs' users' texts are released once through the user side (what they
+    cost): the tests read their releases of `corpus`, and membership
+    inference the first 60 texts of the release t2t trained on."""
     base = tmp_path_factory.mktemp("eval")
     corpus = data.load_synthetic(num_examples=1000)
     out = {"base": base, "corpus": corpus,
            "heavy_corpus": data.load_synthetic(num_examples=4000)}
-    few = {"max_train_examples": 64, "max_dev_examples": 16}
-    for name, kwargs, examples in (
-            ("none", {"mode": "none", "epochs": 2}, corpus),
-            ("heavy", {"mode": "robust", "epsilon": 0.01, "epochs": 1},
-             data.load_synthetic(num_examples=320)),
-            ("t2t", {"mode": "text_to_text", "eta": 20.0, "epochs": 1,
-                     **few}, corpus),
-            ("token", {"mode": "token_rep", "eta": 20.0, "epochs": 1,
-                       **few}, corpus)):
+    few = {"epochs": 1, "max_train_examples": 64, "max_dev_examples": 16}
+    for name, kwargs in (
+            ("none", {"mode": "none", "epochs": 2}),
+            ("heavy", {"mode": "robust", "epsilon": 0.01, **few}),
+            ("t2t", {"mode": "text_to_text", "eta": 20.0, **few}),
+            ("token", {"mode": "token_rep", "eta": 20.0, **few})):
         config = training.TrainConfig(preset=tiny_preset, max_length=16,
                                       batch_size=32, learning_rate=3e-3,
                                       **kwargs)
         out[name] = str(base / name)
-        training.train(config, out[name], dataset=examples, verbose=0)
+        with contextlib.ExitStack() as stack:
+            if name != "none":
+                stack.enter_context(eager_training.eager_fit())
+            training.train(config, out[name], dataset=corpus, verbose=0)
     return out
 
 
