@@ -65,7 +65,7 @@ def metric_noise_closed_form(table, special, word, eta, root=None,
 
 
 def _metric_noise_closed_form(table, special, word, eta, root, threshold,
-                              grid):
+                              grid, chunk=1 << 16):
     radius = stats.gamma(a=2, scale=1.0 / eta).ppf(
         (np.arange(grid) + 0.5) / grid)
     angle = 2.0 * np.pi * (np.arange(grid) + 0.5) / grid
@@ -76,32 +76,67 @@ def _metric_noise_closed_form(table, special, word, eta, root, threshold,
     y = table[word] + z
     candidates = np.array([i for i in range(len(table))
                            if i not in special])
-    # Euclidean distances to each candidate, a column at a time (the same
-    # values as np.linalg.norm over a (points, candidates, 2) array,
-    # without it); the nearest is the first smallest, the runner-up the
-    # first smallest of the others (a stable sort's first two).
-    d = np.empty((len(y), len(candidates)))
-    for j, row in enumerate(table[candidates]):
-        np.sqrt(np.square(y - row).sum(axis=1), out=d[:, j])
-    first_at = np.argmin(d, axis=1)
-    first = candidates[first_at]
-    probs = np.zeros(len(table))
+    rows = table[candidates]
+    # The points a chunk at a time (each stays in the CPU's cache), the
+    # outputs kept in the points' order: every float64 operation is the
+    # one on the whole array, elementwise.
+    outputs = [_nearest_two(y[start:start + chunk], rows, threshold)
+               for start in range(0, len(y), chunk)]
+    first = candidates[np.concatenate([o[0] for o in outputs])]
     if threshold is None:
-        np.add.at(probs, first, 1.0)
+        probs = np.bincount(first, minlength=len(table)).astype(np.float64)
         return probs / len(y)
-    rows = np.arange(len(y))
-    d1 = d[rows, first_at]
-    d[rows, first_at] = np.inf
-    second_at = np.argmin(d, axis=1)
-    second = candidates[second_at]
-    d2 = d[rows, second_at]
+    second = candidates[np.concatenate([o[1] for o in outputs])]
+    p1 = np.concatenate([o[2] for o in outputs])
+    # One pass in order (the first outputs, then the runners-up): the
+    # same additions in the same order as np.add.at on each in turn.
+    probs = np.bincount(np.concatenate([first, second]),
+                        weights=np.concatenate([p1, 1.0 - p1]),
+                        minlength=len(table))
+    return probs / len(y)
+
+
+def _nearest_two(y, rows, threshold):
+    """(nearest row index, runner-up index, the Vickrey probability of the
+    nearest) of each point of `y` (the last two None without
+    `threshold`). Euclidean distances to each row, a row at a time (the
+    values of np.linalg.norm over a (points, rows, 2) array: a two-term
+    sum is one addition); the nearest is the first smallest, the
+    runner-up the first smallest of the others (a stable sort's first
+    two)."""
+    y0, y1 = np.ascontiguousarray(y[:, 0]), np.ascontiguousarray(y[:, 1])
+    d = np.empty((len(rows), len(y0)))
+    scratch = np.empty_like(y0)
+    for j, row in enumerate(rows):
+        np.subtract(y0, row[0], out=d[j])
+        np.square(d[j], out=d[j])
+        np.subtract(y1, row[1], out=scratch)
+        np.square(scratch, out=scratch)
+        np.add(d[j], scratch, out=d[j])
+        np.sqrt(d[j], out=d[j])
+    first_at, d1 = _first_smallest(d)
+    if threshold is None:
+        return first_at, None, None
+    d[first_at, np.arange(len(y0))] = np.inf
+    second_at, d2 = _first_smallest(d)
     t = threshold
     denominator = t * d1 + (1 - t) * d2
     p1 = np.where(denominator > 0, (1 - t) * d2 / np.where(
         denominator > 0, denominator, 1.0), 1.0)
-    np.add.at(probs, first, p1)
-    np.add.at(probs, second, 1.0 - p1)
-    return probs / len(y)
+    return first_at, second_at, p1
+
+
+def _first_smallest(d):
+    """(row index, value) of the first smallest entry of each column of
+    `d`: np.argmin over axis 0 (a strict `<` keeps the earlier row on
+    ties), and its values."""
+    at = np.zeros(d.shape[1], np.int64)
+    best = d[0].copy()
+    for j in range(1, len(d)):
+        smaller = d[j] < best
+        at[smaller] = j
+        np.minimum(best, d[j], out=best)
+    return at, best
 
 
 def layer_counts(layer, word, draws, vocabulary_size):

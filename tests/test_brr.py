@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import eager_training
+
 from tfdptext import layers
 from tfdptext import offline
 from tfdptext.offline import brr as offline_brr
@@ -285,7 +287,11 @@ def test_text_to_text_run_with_brr_trains_evaluates_and_exports(
     assert config.validate().mechanism == "brr"
     run = str(tmp_path / "run")
     corpus = data.load_synthetic(num_examples=120)
-    metrics = training.train(config, run, dataset=corpus, verbose=0)
+    # Its two steps run eagerly (tests/eager_training.py): the run is here
+    # for what BRR adds to training, evaluation and the export;
+    # tests/test_training.py trains text_to_text with fit's graph.
+    with eager_training.eager_fit():
+        metrics = training.train(config, run, dataset=corpus, verbose=0)
     assert metrics["guarantee"]["mechanism"] == "brr_text_to_text"
     assert metrics["guarantee"]["unit"] == g_lib.PER_TOKEN
     # A logistic-regression attacker: the Keras MLP attacker is tested in

@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pytest
 
+import eager_training
 from tfdptext import data
 from tfdptext import training
 from tfdptext.evaluation import evaluate
@@ -34,7 +35,11 @@ def test_run_trains_evaluates_and_exports(tiny_preset, tmp_path, mechanism,
         == float(options[0].split("=")[1])
     run = str(tmp_path / "run")
     corpus = data.load_synthetic(num_examples=120)
-    metrics = training.train(config, run, dataset=corpus, verbose=0)
+    # Its two steps run eagerly (tests/eager_training.py): this run is
+    # here for what its mechanism adds to training, evaluation and the
+    # export; tests/test_training.py trains text_to_text with fit's graph.
+    with eager_training.eager_fit():
+        metrics = training.train(config, run, dataset=corpus, verbose=0)
     guarantee = metrics["guarantee"]
     assert guarantee["mechanism"] == f"{mechanism}_text_to_text"
     assert guarantee["unit"] == "per_token"
