@@ -389,3 +389,34 @@ def test_program_rejects_bad_flags(flag, name):
     done = _run(flag)
     assert done.returncode != 0
     assert name in done.stderr
+
+
+def test_generator_jump_ahead_equals_stepping_one_call_at_a_time():
+    # The audit's LCG buffers are computed from the i-step maps
+    # x -> A_i x + B_i at once; they must be the integers stepping gives
+    # (java.util.Random's 48-bit LCG and the 32- and 31-bit ones).
+    from tfdptext.audit import java_random
+    from tfdptext.audit import word_generators
+
+    rng = np.random.default_rng(3)
+    seeds = rng.integers(0, 2**48, size=(3, 2), dtype=np.uint64)
+    states, words = java_random.next_ints(seeds, 37)
+    expected = np.empty((3, 2, 37), np.int64)
+    for index in np.ndindex(3, 2):
+        x = int(seeds[index])
+        for i in range(37):
+            x = (x * java_random.MULTIPLIER + java_random.ADDEND) \
+                % 2**48
+            expected[index + (i,)] = np.int32(np.uint32(x >> 16))
+        assert int(states[index]) == x
+    np.testing.assert_array_equal(words, expected)
+    for modulus, a, c in ((2**32, 1664525, 1013904223),
+                          (2**31, 1103515245, 12345)):
+        start = rng.integers(0, modulus, size=4, dtype=np.uint64)
+        out = word_generators._lcg_outputs(start, 29, a, c, modulus)
+        for row, x in enumerate(start.tolist()):
+            for i in range(29):
+                x = (x * a + c) % modulus
+                assert int(out[row, i]) == x
+    with pytest.raises(ValueError, match="modulus"):
+        word_generators._lcg_outputs(start, 3, a, c, 10**9)

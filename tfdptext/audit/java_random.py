@@ -32,6 +32,7 @@ Example:
 (1700000000000,)
 """
 
+import functools
 import time
 
 import numpy as np
@@ -53,15 +54,47 @@ def next_ints(states, count):
     """(new states, int32 array shape + (count,)): `count` successive
     nextInt() values of generators in `states` (uint64; the products wrap
     modulo 2^64, and 2^48 divides 2^64, so the mask gives them modulo
-    2^48 exactly)."""
+    2^48 exactly). The i-th state is A_i x + B_i (`_step_maps`), computed
+    for a block of steps at once (the same integers as stepping one at a
+    time)."""
     states = np.array(states, dtype=np.uint64, copy=True)
     out = np.empty(states.shape + (count,), np.uint32)
+    if count == 0:
+        return states, out.view(np.int32)
+    mult, add = _step_maps(count)
+    block = max(1, _BLOCK_ELEMENTS // max(1, states.size))
     with np.errstate(over="ignore"):
-        for i in range(count):
-            states = (states * np.uint64(MULTIPLIER) + np.uint64(ADDEND)) \
+        for start in range(0, count, block):
+            stop = min(count, start + block)
+            seq = (states[..., None] * mult[start:stop] + add[start:stop]) \
                 & np.uint64(MASK)
-            out[..., i] = (states >> np.uint64(16)).astype(np.uint32)
+            out[..., start:stop] = (seq >> np.uint64(16)).astype(np.uint32)
+        states = (states * mult[-1] + add[-1]) & np.uint64(MASK)
     return states, out.view(np.int32)
+
+
+# States x steps computed at once by `next_ints` (32 MiB of uint64).
+_BLOCK_ELEMENTS = 1 << 22
+
+
+@functools.lru_cache(maxsize=16)
+def _step_maps(count):
+    """(A, B), read-only uint64 arrays of `count`: the map of i + 1
+    nextInt() calls is x -> A[i] x + B[i] mod 2^48, built by doubling (the
+    map of n + j steps is the j-step map after the n-step one: A_{n+j} =
+    A_j A_n, B_{n+j} = A_j B_n + B_j)."""
+    mult = np.array([MULTIPLIER], np.uint64)
+    add = np.array([ADDEND], np.uint64)
+    with np.errstate(over="ignore"):
+        while len(mult) < count:
+            last_mult, last_add = mult[-1], add[-1]
+            mult, add = (
+                np.concatenate([mult, (mult * last_mult) & np.uint64(MASK)]),
+                np.concatenate([add, (mult * last_add + add)
+                                & np.uint64(MASK)]))
+    mult, add = mult[:count], add[:count]
+    mult.flags.writeable = add.flags.writeable = False
+    return mult, add
 
 
 def jump(states, steps):

@@ -196,13 +196,30 @@ def _weyl(rng, rows, width):
 def _lcg(multiplier, increment, modulus):
     def fill(rng, rows, width):
         state = _random32(rng, (rows,)) % np.uint64(modulus)
-        out = np.empty((rows, width), np.uint64)
-        for i in range(width):
-            state = (state * np.uint64(multiplier) + np.uint64(increment)) \
-                % np.uint64(modulus)
-            out[:, i] = state
-        return _as_words(out)
+        return _as_words(_lcg_outputs(state, width, multiplier, increment,
+                                      modulus))
     return fill
+
+
+def _lcg_outputs(state, count, multiplier, increment, modulus):
+    """The `count` states after `state` (uint64 array) of x -> (a x + c)
+    mod `modulus`, a power of two <= 2^32 (uint64 products wrap modulo
+    2^64, which the modulus divides): uint64 array shape + (count,). The
+    i-th is A_i x + B_i, the i + 1 step map built by doubling (the same
+    integers as stepping one at a time)."""
+    if modulus <= 0 or modulus > 2**32 or modulus & (modulus - 1):
+        raise ValueError(f"`modulus` must be a power of two from 1 to 2^32, "
+                         f"received {modulus}.")
+    mask = np.uint64(modulus - 1)
+    mult = np.array([multiplier % modulus], np.uint64)
+    add = np.array([increment % modulus], np.uint64)
+    with np.errstate(over="ignore"):
+        while len(mult) < count:
+            last_mult, last_add = mult[-1], add[-1]
+            mult, add = (np.concatenate([mult, (mult * last_mult) & mask]),
+                         np.concatenate([add, (mult * last_add + add) & mask]))
+        state = np.asarray(state, np.uint64)
+        return (state[..., None] * mult[:count] + add[:count]) & mask
 
 
 def _java(rng, rows, width):
@@ -353,11 +370,8 @@ def _java_42(count):
 
 
 def _lcg_constant_seed(count):
-    state, out = 12345, np.empty(count, np.uint64)
-    for i in range(count):
-        state = (state * LCG_MULTIPLIER + LCG_INCREMENT) % 2**32
-        out[i] = state
-    return _as_words(out)
+    return _as_words(_lcg_outputs(np.uint64(12345), count, LCG_MULTIPLIER,
+                                  LCG_INCREMENT, 2**32))
 
 
 def _odd_words_even(rng, rows, width):
