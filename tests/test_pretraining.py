@@ -5,6 +5,7 @@ program (interrupted, resumed, exported, fine-tuned from) on the tiny
 preset and the synthetic corpus (CPU, fast).
 """
 
+import contextlib
 import json
 import os
 
@@ -26,7 +27,9 @@ from tfdptext.pretraining import masking
 from tfdptext.pretraining import model as model_lib
 from tfdptext.pretraining import objectives
 from tfdptext.pretraining import pretrain
+from tfdptext.pretraining import pretrainer
 from tfdptext.privacy import headline
+from tfdptext.training import prebuild
 
 import eager_training
 
@@ -350,8 +353,9 @@ def _answer_at_input_accuracies(masker, seed=0):
             variable.assign(value)
         for variable, value in zip(optimizer.variables, start[1]):
             variable.assign(value)
-        mlm.fit(dataset(train, shuffle_rows), epochs=1, verbose=0,
-                shuffle=False)
+        batches = dataset(train, shuffle_rows)
+        prebuild.build_before_fit(mlm, batches)  # one trace, not two
+        mlm.fit(batches, epochs=1, verbose=0, shuffle=False)
         accuracies.append(mlm.evaluate(
             dataset(heldout, shuffle_rows), verbose=0,
             return_dict=True)["original_accuracy"])
@@ -769,6 +773,25 @@ class _Epochs(keras.callbacks.Callback):
         self.epochs[-1][1] += 1
 
 
+@contextlib.contextmanager
+def _eager_sessions():
+    """Within it, `pretrain` runs its fit and evaluate steps eagerly
+    (Keras' `run_eagerly`; the model built and compiled as the product
+    does, everything else the same). For sessions whose subject is not the
+    traced step: `interrupted_run`'s first session traces the probabilistic
+    token_rep step as the product runs it, and tracing a session's train
+    and evaluation steps costs more than a few eager steps."""
+    build = pretrainer._Session._build
+
+    def build_eagerly(session):
+        build(session)
+        session.model.run_eagerly = True
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pretrainer._Session, "_build", build_eagerly)
+        yield
+
+
 @pytest.fixture(scope="module")
 def interrupted_run(tiny_preset, tmp_path_factory):
     """A run killed in its second checkpoint period, after its held-out
@@ -776,7 +799,9 @@ def interrupted_run(tiny_preset, tmp_path_factory):
     step 4 starts, then resumed (4 steps: the resumed session trains two,
     one past the evaluated step 3) with --checkpoint_every and --eval_every
     changed to 3 (allowed on resume): step 2 is off the new epochs' grid,
-    so the session trains to step 3 first, then its last epoch."""
+    so the session trains to step 3 first, then its last epoch. The first
+    session runs the traced steps, the resumed one eager steps (the same
+    train_step; what it checks is the resume)."""
     out = str(tmp_path_factory.mktemp("pretrain") / "run")
     with pytest.raises(KeyboardInterrupt):
         pretrain(_run_config(tiny_preset), out, verbose=0,
@@ -787,9 +812,10 @@ def interrupted_run(tiny_preset, tmp_path_factory):
              "curve": run.read(layout.HELDOUT_CURVE)["points"],
              "finished": run.exists(layout.METRICS)}
     resumed = _Epochs()
-    metrics = pretrain(_run_config(tiny_preset, checkpoint_every=3,
-                                   eval_every=3), out, verbose=0,
-                       callbacks=[resumed])
+    with _eager_sessions():
+        metrics = pretrain(_run_config(tiny_preset, checkpoint_every=3,
+                                       eval_every=3), out, verbose=0,
+                           callbacks=[resumed])
     first["resumed_epochs"] = resumed.epochs
     return out, first, metrics
 
@@ -904,10 +930,11 @@ def test_clean_baseline_run_states_no_guarantee_and_logs_its_curve(
         tiny_preset, tmp_path):
     out = str(tmp_path / "clean")
     announced = []
-    metrics = pretrain(_run_config(tiny_preset, mode="none", eta=None,
-                                   objective="vanilla", steps=3,
-                                   checkpoint_every=3, eval_every=2), out,
-                       verbose=0, announce=announced.append)
+    with _eager_sessions():
+        metrics = pretrain(_run_config(tiny_preset, mode="none", eta=None,
+                                       objective="vanilla", steps=3,
+                                       checkpoint_every=3, eval_every=2),
+                           out, verbose=0, announce=announced.append)
     # The program prints this first (tfdptext.privacy.headline).
     [guarantee] = announced
     assert headline.lines(guarantee)[0].startswith("Privacy: NONE")
