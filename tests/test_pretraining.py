@@ -343,7 +343,8 @@ def _answer_at_input_accuracies(masker, seed=0):
     backbone.token_embedding.embeddings.assign(
         rng.normal(size=(len(TOY_VOCAB), 8)))
     optimizer = keras.optimizers.AdamW(1e-2)
-    mlm.compile(optimizer=optimizer, jit_compile=False)
+    mlm.compile(optimizer=optimizer, jit_compile=False,
+                steps_per_execution=50)  # fewer Python round trips
     optimizer.build(mlm.trainable_variables)
     start = ([v.numpy() for v in mlm.weights],
              [v.numpy() for v in optimizer.variables])
@@ -470,25 +471,28 @@ def test_masker_never_selects_special_tokens_or_padding(tokenizer):
     texts = ["a fine day", "\u2603 snowman \u2603 and more words here",
              "one two three four five six seven eight nine ten eleven"]
     special = np.array(tokenizer.special_token_ids)
-    selected, selectable = 0, 0
-    for _ in range(30):
-        features = tokenizer(texts)
-        out = masker(features["token_ids"])
-        ids = features["token_ids"].numpy()
-        positions = out["mask_positions"].numpy()
-        weights = out["mask_weights"].numpy() > 0
-        chosen = _take(ids, positions)[weights]
-        assert not np.isin(chosen, special).any()
-        assert (_take(features["padding_mask"].numpy(),
-                      positions)[weights] == 1).all()
-        assert (weights.sum(axis=1) <= 4).all()
-        unselected = np.ones_like(ids, bool)
-        for row, (p, w) in enumerate(zip(positions, weights)):
-            unselected[row, p[w]] = False
-        np.testing.assert_array_equal(out["masked_ids"].numpy()[unselected],
-                                      ids[unselected])
-        selected += weights.sum()
-        selectable += (~np.isin(ids, special)).sum()
+    # 30 draws of each text: the masker draws each row on its own, so one
+    # call on the 90 rows (one eager call, not 30).
+    features = tokenizer(texts * 30)
+    out = masker(features["token_ids"])
+    ids = features["token_ids"].numpy()
+    positions = out["mask_positions"].numpy()
+    weights = out["mask_weights"].numpy() > 0
+    chosen = _take(ids, positions)[weights]
+    assert not np.isin(chosen, special).any()
+    assert (_take(features["padding_mask"].numpy(),
+                  positions)[weights] == 1).all()
+    assert (weights.sum(axis=1) <= 4).all()
+    unselected = np.ones_like(ids, bool)
+    for row, (p, w) in enumerate(zip(positions, weights)):
+        unselected[row, p[w]] = False
+    np.testing.assert_array_equal(out["masked_ids"].numpy()[unselected],
+                                  ids[unselected])
+    selected = weights.sum()
+    selectable = (~np.isin(ids, special)).sum()
+    # The 30 draws of a text differ (not one draw repeated).
+    assert len({tuple(p[w]) for p, w in zip(positions[2::3],
+                                            weights[2::3])}) > 1
     assert tokenizer.unk_id in ids  # the snowman is [UNK]
     # 30 x 3 rows; capped at 4 per row: well above 0, below the cap sum.
     assert 0.2 * selectable < selected <= 4 * 90
