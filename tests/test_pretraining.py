@@ -5,6 +5,7 @@ program (interrupted, resumed, exported, fine-tuned from) on the tiny
 preset and the synthetic corpus (CPU, fast).
 """
 
+import contextlib
 import json
 import os
 
@@ -26,7 +27,9 @@ from tfdptext.pretraining import masking
 from tfdptext.pretraining import model as model_lib
 from tfdptext.pretraining import objectives
 from tfdptext.pretraining import pretrain
+from tfdptext.pretraining import pretrainer
 from tfdptext.privacy import headline
+from tfdptext.training import prebuild
 
 import eager_training
 
@@ -340,7 +343,8 @@ def _answer_at_input_accuracies(masker, seed=0):
     backbone.token_embedding.embeddings.assign(
         rng.normal(size=(len(TOY_VOCAB), 8)))
     optimizer = keras.optimizers.AdamW(1e-2)
-    mlm.compile(optimizer=optimizer, jit_compile=False)
+    mlm.compile(optimizer=optimizer, jit_compile=False,
+                steps_per_execution=50)  # fewer Python round trips
     optimizer.build(mlm.trainable_variables)
     start = ([v.numpy() for v in mlm.weights],
              [v.numpy() for v in optimizer.variables])
@@ -350,8 +354,9 @@ def _answer_at_input_accuracies(masker, seed=0):
             variable.assign(value)
         for variable, value in zip(optimizer.variables, start[1]):
             variable.assign(value)
-        mlm.fit(dataset(train, shuffle_rows), epochs=1, verbose=0,
-                shuffle=False)
+        batches = dataset(train, shuffle_rows)
+        prebuild.build_before_fit(mlm, batches)  # one trace, not two
+        mlm.fit(batches, epochs=1, verbose=0, shuffle=False)
         accuracies.append(mlm.evaluate(
             dataset(heldout, shuffle_rows), verbose=0,
             return_dict=True)["original_accuracy"])
@@ -466,25 +471,28 @@ def test_masker_never_selects_special_tokens_or_padding(tokenizer):
     texts = ["a fine day", "\u2603 snowman \u2603 and more words here",
              "one two three four five six seven eight nine ten eleven"]
     special = np.array(tokenizer.special_token_ids)
-    selected, selectable = 0, 0
-    for _ in range(30):
-        features = tokenizer(texts)
-        out = masker(features["token_ids"])
-        ids = features["token_ids"].numpy()
-        positions = out["mask_positions"].numpy()
-        weights = out["mask_weights"].numpy() > 0
-        chosen = _take(ids, positions)[weights]
-        assert not np.isin(chosen, special).any()
-        assert (_take(features["padding_mask"].numpy(),
-                      positions)[weights] == 1).all()
-        assert (weights.sum(axis=1) <= 4).all()
-        unselected = np.ones_like(ids, bool)
-        for row, (p, w) in enumerate(zip(positions, weights)):
-            unselected[row, p[w]] = False
-        np.testing.assert_array_equal(out["masked_ids"].numpy()[unselected],
-                                      ids[unselected])
-        selected += weights.sum()
-        selectable += (~np.isin(ids, special)).sum()
+    # 30 draws of each text: the masker draws each row on its own, so one
+    # call on the 90 rows (one eager call, not 30).
+    features = tokenizer(texts * 30)
+    out = masker(features["token_ids"])
+    ids = features["token_ids"].numpy()
+    positions = out["mask_positions"].numpy()
+    weights = out["mask_weights"].numpy() > 0
+    chosen = _take(ids, positions)[weights]
+    assert not np.isin(chosen, special).any()
+    assert (_take(features["padding_mask"].numpy(),
+                  positions)[weights] == 1).all()
+    assert (weights.sum(axis=1) <= 4).all()
+    unselected = np.ones_like(ids, bool)
+    for row, (p, w) in enumerate(zip(positions, weights)):
+        unselected[row, p[w]] = False
+    np.testing.assert_array_equal(out["masked_ids"].numpy()[unselected],
+                                  ids[unselected])
+    selected = weights.sum()
+    selectable = (~np.isin(ids, special)).sum()
+    # The 30 draws of a text differ (not one draw repeated).
+    assert len({tuple(p[w]) for p, w in zip(positions[2::3],
+                                            weights[2::3])}) > 1
     assert tokenizer.unk_id in ids  # the snowman is [UNK]
     # 30 x 3 rows; capped at 4 per row: well above 0, below the cap sum.
     assert 0.2 * selectable < selected <= 4 * 90
@@ -746,11 +754,13 @@ class _Interrupt(keras.callbacks.Callback):
 
 
 def _run_config(preset, **kwargs):
-    values = dict(objective="probabilistic", num_privatizations=3,
+    # K = 2 and batches of 8: a step's K privatizations of every masked
+    # slot search the whole 30,522-token table (most of its cost).
+    values = dict(objective="probabilistic", num_privatizations=2,
                   mode="token_rep", eta=100.0, preset=preset,
                   corpus="synthetic",
-                  max_length=16, batch_size=16, steps=4, checkpoint_every=2,
-                  eval_every=1, heldout_examples=16)
+                  max_length=16, batch_size=8, steps=4, checkpoint_every=2,
+                  eval_every=1, heldout_examples=8)
     values.update(kwargs)
     return PretrainConfig(**values)
 
@@ -769,6 +779,25 @@ class _Epochs(keras.callbacks.Callback):
         self.epochs[-1][1] += 1
 
 
+@contextlib.contextmanager
+def _eager_sessions():
+    """Within it, `pretrain` runs its fit and evaluate steps eagerly
+    (Keras' `run_eagerly`; the model built and compiled as the product
+    does, everything else the same). For sessions whose subject is not the
+    traced step: `interrupted_run`'s first session traces the probabilistic
+    token_rep step as the product runs it, and tracing a session's train
+    and evaluation steps costs more than a few eager steps."""
+    build = pretrainer._Session._build
+
+    def build_eagerly(session):
+        build(session)
+        session.model.run_eagerly = True
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pretrainer._Session, "_build", build_eagerly)
+        yield
+
+
 @pytest.fixture(scope="module")
 def interrupted_run(tiny_preset, tmp_path_factory):
     """A run killed in its second checkpoint period, after its held-out
@@ -776,7 +805,9 @@ def interrupted_run(tiny_preset, tmp_path_factory):
     step 4 starts, then resumed (4 steps: the resumed session trains two,
     one past the evaluated step 3) with --checkpoint_every and --eval_every
     changed to 3 (allowed on resume): step 2 is off the new epochs' grid,
-    so the session trains to step 3 first, then its last epoch."""
+    so the session trains to step 3 first, then its last epoch. The first
+    session runs the traced steps, the resumed one eager steps (the same
+    train_step; what it checks is the resume)."""
     out = str(tmp_path_factory.mktemp("pretrain") / "run")
     with pytest.raises(KeyboardInterrupt):
         pretrain(_run_config(tiny_preset), out, verbose=0,
@@ -787,9 +818,10 @@ def interrupted_run(tiny_preset, tmp_path_factory):
              "curve": run.read(layout.HELDOUT_CURVE)["points"],
              "finished": run.exists(layout.METRICS)}
     resumed = _Epochs()
-    metrics = pretrain(_run_config(tiny_preset, checkpoint_every=3,
-                                   eval_every=3), out, verbose=0,
-                       callbacks=[resumed])
+    with _eager_sessions():
+        metrics = pretrain(_run_config(tiny_preset, checkpoint_every=3,
+                                       eval_every=3), out, verbose=0,
+                           callbacks=[resumed])
     first["resumed_epochs"] = resumed.epochs
     return out, first, metrics
 
@@ -824,7 +856,7 @@ def test_resume_after_interruption(interrupted_run):
 def test_metrics_record_the_run(interrupted_run):
     _, _, metrics = interrupted_run
     assert metrics["objective"] == "probabilistic"
-    assert metrics["num_privatizations"] == 3
+    assert metrics["num_privatizations"] == 2
     assert metrics["mode"] == "token_rep" and metrics["mechanism"] == "dchi"
     assert metrics["guarantee"]["parameter"] == "eta"
     assert metrics["guarantee"]["value"] == 100.0
@@ -859,7 +891,7 @@ def test_train_fine_tunes_from_the_pretrained_preset(interrupted_run,
     preset = os.path.join(out, layout.PRESET)
     config = training.TrainConfig(
         preset=preset, mode="token_rep", eta=100.0, max_length=16,
-        batch_size=32, epochs=1, max_train_examples=64, max_dev_examples=32)
+        batch_size=32, epochs=1, max_train_examples=32, max_dev_examples=32)
     with eager_training.eager_fit():
         metrics = training.train(
             config, str(tmp_path / "finetune"),
@@ -877,8 +909,9 @@ def test_train_fine_tunes_from_the_pretrained_preset(interrupted_run,
     from tfdptext.export.local import ExportedPipeline
 
     export_dir = str(tmp_path / "export")
+    # One input length (the run's max_length, 16): a signature per length.
     manifest = exporter.export_run(str(tmp_path / "finetune"), export_dir,
-                                   quantization="float32", lengths=[8])
+                                   quantization="float32")
     assert manifest["split_point"] == "token_representation"
     assert manifest["guarantee"]["value"] == 100.0
     result = ExportedPipeline(export_dir).predict(["the staff was friendly",
@@ -904,10 +937,11 @@ def test_clean_baseline_run_states_no_guarantee_and_logs_its_curve(
         tiny_preset, tmp_path):
     out = str(tmp_path / "clean")
     announced = []
-    metrics = pretrain(_run_config(tiny_preset, mode="none", eta=None,
-                                   objective="vanilla", steps=3,
-                                   checkpoint_every=3, eval_every=2), out,
-                       verbose=0, announce=announced.append)
+    with _eager_sessions():
+        metrics = pretrain(_run_config(tiny_preset, mode="none", eta=None,
+                                       objective="vanilla", steps=3,
+                                       checkpoint_every=3, eval_every=2),
+                           out, verbose=0, announce=announced.append)
     # The program prints this first (tfdptext.privacy.headline).
     [guarantee] = announced
     assert headline.lines(guarantee)[0].startswith("Privacy: NONE")
