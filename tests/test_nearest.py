@@ -65,6 +65,30 @@ def test_blocks_of_rows_give_the_same_tokens():
         np.testing.assert_array_equal(chosen, reference)
 
 
+def test_default_blocks_hold_a_fixed_number_of_scores(monkeypatch):
+    # By default a block holds EAGER_BLOCK_SCORES scores (rows x tokens):
+    # many rows of a small table, 256 of MiniLM's 30,522 tokens.
+    assert nearest.EAGER_BLOCK_SCORES // 30_522 == 256
+    queries, table, candidates = nearest_ties.ties()
+    sizes = []
+    search = nearest._search
+
+    def counted(vectors, *args):
+        sizes.append(int(vectors.shape[0]))
+        return search(vectors, *args)
+
+    monkeypatch.setattr(nearest, "_search", counted)
+    rows_per_block = 5
+    monkeypatch.setattr(nearest, "EAGER_BLOCK_SCORES",
+                        rows_per_block * table.shape[0] + 1)
+    chosen = np.asarray(nearest.nearest_tokens(queries, table, candidates))
+    np.testing.assert_array_equal(
+        chosen, nearest_ties.float64_nearest(queries, table, candidates))
+    n = queries.shape[0]
+    assert sizes == [min(rows_per_block, n - start)
+                     for start in range(0, n, rows_per_block)]
+
+
 def test_the_coarse_ranking_is_the_negated_coarse_scores():
     # The search ranks 2 v.t - ||t||^2 (specials at -inf): bit for bit
     # the order of `coarse_scores` with the specials at +inf. With a

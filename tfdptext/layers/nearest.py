@@ -31,8 +31,9 @@ from keras import ops
 
 # Tokens the coarse ranking passes to the exact one.
 SHORTLIST = 16
-# Rows per block of the eager search under TensorFlow (`nearest_tokens`).
-EAGER_BLOCK = 256
+# Scores (rows x tokens) per block of the eager search under TensorFlow
+# (`nearest_tokens`): 256 rows of MiniLM's 30,522 tokens, 31 MB of float32.
+EAGER_BLOCK_SCORES = 256 * 30_522
 
 
 def _product(vectors, table):
@@ -65,7 +66,7 @@ def _eager_tensorflow():
 
 
 def nearest_tokens(vectors, table, candidates, shortlist=SHORTLIST,
-                   product=_product, block=EAGER_BLOCK):
+                   product=_product, block=None):
     """The nearest candidate token of each vector.
 
     Args:
@@ -78,8 +79,10 @@ def nearest_tokens(vectors, table, candidates, shortlist=SHORTLIST,
         product: (vectors, table) -> vectors @ table^T, the coarse
             ranking's matrix product (a test swaps in a TF32 one).
         block: run eagerly under TensorFlow, the rows are searched in
-            blocks of this many; in a graph (fit, a TFLite export) and
-            under JAX, in one pass. The product's rounding may depend on
+            blocks of this many (None: as many as keep a block's scores
+            within `EAGER_BLOCK_SCORES`, 256 rows of MiniLM's table; 0:
+            one pass); in a graph (fit, a TFLite export) and under JAX,
+            in one pass. The product's rounding may depend on
             how many rows it multiplies (so may the coarse order of
             near-ties: it already did on the batch size), never the
             answer, which the exact re-ranking decides under the same
@@ -107,13 +110,16 @@ def nearest_tokens(vectors, table, candidates, shortlist=SHORTLIST,
     # a finite number less +inf is -inf.
     squared_norms = ops.sum(ops.square(table), axis=-1)
     masked_norms = ops.where(candidates, squared_norms, float("inf"))
+    if block is None:
+        block = max(1, EAGER_BLOCK_SCORES // max(1, int(table.shape[0])))
     if not _eager_tensorflow() or not block or \
             int(vectors.shape[0]) <= block:
         return _search(vectors, table, candidates, masked_norms, count,
                        product)
     # One (N, V) matrix is 125 MB at N = 1,024 and MiniLM's 30,522
     # tokens: every op would write (and fault in) a fresh one; a block
-    # of 256 rows is 31 MB.
+    # of 256 rows is 31 MB. A small table takes many rows per block (a
+    # block per few rows would cost more in eager ops than it searches).
     return ops.concatenate(
         [_search(vectors[start:start + block], table, candidates,
                  masked_norms, count, product)
