@@ -43,6 +43,7 @@ from tfdptext.training import label_privacy
 from tfdptext.training import losses
 from tfdptext.training import pipeline
 from tfdptext.training import prebuild
+from tfdptext.training import saving_cache
 from tfdptext.training import schedules
 from tfdptext.training import user_release
 from tfdptext.training.builder import build_split
@@ -563,6 +564,10 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
     """
     steps = pipeline.steps_per_epoch(_train_size(config, dataset),
                                      config.batch_size)
+    # Every weights file and model of the run (the encoder's, the
+    # checkpoints, the saved sides) saved and loaded at a fraction of the
+    # cost (saving_cache's docstring).
+    saving_cache.cache_skipsets()
     # The encoder is loaded before config.json is written: a bad --preset
     # leaves nothing that would refuse the corrected command.
     with strategy.scope():
