@@ -1,14 +1,18 @@
-"""saving_cache: Keras' saving and loading reuse each type's attribute skip
-set (the cache Keras reads but never fills), and write and read the same
-files as without it."""
+"""What a run's saves and loads skip: Keras' saving reuses each type's
+attribute skip set (saving_cache: the cache Keras reads but never fills)
+and writes and reads the same files as without it; the best weights are
+not loaded back into a model that holds them (RunDir.holds_best)."""
 
 import hashlib
+import os
+import shutil
 
 import keras
 import numpy as np
 import pytest
 from keras.src.saving import saving_lib
 
+from tfdptext import rundir
 from tfdptext.training import saving_cache
 
 
@@ -30,6 +34,10 @@ class _ReferenceObjects:
             init(layer, *args, **kwargs)
 
         monkeypatch.setattr(keras.layers.Layer, "__init__", counted)
+
+
+X = np.arange(32, dtype="float32").reshape(8, 4) / 32.0
+Y = np.ones((8, 2), "float32")
 
 
 @pytest.fixture
@@ -54,8 +62,7 @@ def fitted(empty_cache):
                               keras.layers.Dense(2)])
     model.compile(optimizer=keras.optimizers.AdamW(1e-2), loss="mse",
                   metrics=["mae"])
-    x = np.arange(32, dtype="float32").reshape(8, 4) / 32.0
-    model.fit(x, np.ones((8, 2)), verbose=0)
+    model.fit(X, Y, verbose=0)
     return model
 
 
@@ -83,3 +90,35 @@ def test_cached_saves_and_loads_build_no_reference_object(fitted, tmp_path,
     assert counter.count == 0
     # The same bytes as without the cache.
     assert _sha(cached) == _sha(plain)
+
+
+def _state(model):
+    return [v.numpy().copy() for v in
+            model.variables + model.optimizer.variables]
+
+
+def test_holds_best_only_while_the_model_holds_the_saved_best(fitted,
+                                                               tmp_path):
+    run = rundir.RunDir(str(tmp_path / "run"))
+    os.makedirs(run.path)
+    assert not run.holds_best(fitted)  # nothing saved
+    run.save_best(fitted, {"val_loss": 1.0, "monitor": "val_loss",
+                           "epoch": 0})
+    run.save_backup(fitted, 1)  # the backup of the same epoch
+    assert run.holds_best(fitted)
+    # What `train` then skips would change nothing.
+    before = _state(fitted)
+    fitted.load_weights(run.file(rundir.BEST_WEIGHTS))
+    for old, new in zip(before, _state(fitted)):
+        np.testing.assert_array_equal(old, new)
+    fitted.fit(X, Y, verbose=0)  # a later, worse epoch
+    assert not run.holds_best(fitted)
+    fitted.load_weights(run.file(rundir.BEST_WEIGHTS))
+    assert run.holds_best(fitted)
+    # A file rewritten since (same bytes, another file) is loaded again.
+    path = run.file(rundir.BEST_WEIGHTS)
+    shutil.copyfile(path, path + ".new")
+    os.replace(path + ".new", path)
+    assert not run.holds_best(fitted)
+    # A RunDir that did not write it (a resumed session) loads it.
+    assert not rundir.RunDir(run.path).holds_best(fitted)
