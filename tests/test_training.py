@@ -645,10 +645,10 @@ def test_measured_macro_f1_is_the_evaluation_metric(tiny_preset, corpus):
     # The run measures its dev split on fit's dev batches where they hold
     # the clean labels: their class weights and mode adv's targets change
     # no prediction and no label.
+    weights = np.array([0.5, 2.0], np.float32)
     for fit_batches in (
             trainer.pipeline.batches(tokenizer, corpus, "test",
-                                     batch_size=32,
-                                     class_weights=np.array([0.5, 2.0], np.float32)),
+                                     batch_size=32, class_weights=weights),
             trainer.pipeline.batches(tokenizer, corpus, "test",
                                      batch_size=32,
                                      adv_attributes=["gender"])):
