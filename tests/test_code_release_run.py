@@ -46,14 +46,16 @@ def runs_corpus():
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_preset, runs_corpus):
-    """A non-private run trained to convergence (6 epochs: the reference
-    of the accuracy comparison and of the limit) and a code run (m = 2K =
-    4, eps 1 per text; 1 epoch on the first 64 train texts: nothing
-    asserted needs it to learn; it is tested on the same 100 texts)."""
+    """A non-private run trained to convergence (the reference of the
+    accuracy comparison and of the limit; 4 epochs: its dev loss is at
+    0.001 from the third and its test accuracy 1.0, as with 6, measured)
+    and a code run (m = 2K = 4, eps 1 per text; 1 epoch on the first 64
+    train texts: nothing asserted needs it to learn; it is tested on the
+    same 100 texts)."""
     base = tmp_path_factory.mktemp("code")
     out = {"base": base}
     out["none"] = str(base / "none")
-    training.train(_config(tiny_preset, mode="none", epochs=6), out["none"],
+    training.train(_config(tiny_preset, mode="none", epochs=4), out["none"],
                    dataset=runs_corpus, verbose=0)
     out["code"] = str(base / "code")
     # Two steps: eagerly (tests/eager_training.py); the code release's
@@ -74,6 +76,9 @@ def test_a_code_without_noise_trains_as_well_as_mode_none(
         str(tmp_path / "code"), dataset=runs_corpus, verbose=0)
     accuracy = {"code": metrics["test_accuracy"], "none": json.load(open(
         os.path.join(runs["none"], rundir.METRICS)))["test_accuracy"]}
+    # The reference has converged (its 4 epochs reach what 6 did), so the
+    # code's 6 epochs are compared with mode none at its best.
+    assert accuracy["none"] >= 0.99, accuracy
     assert accuracy["code"] >= accuracy["none"] - 0.01, accuracy
 
 

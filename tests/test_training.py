@@ -85,13 +85,18 @@ def none_run(tiny_preset, corpus, tmp_path_factory):
     return dict(out=out, dataset=dataset, metrics=metrics)
 
 
+ADV_TRAIN_EXAMPLES = 64
+
+
 @pytest.fixture(scope="module")
 def adv_run(tiny_preset, corpus, tmp_path_factory):
     """One mode-adv run serves adversarial training and resuming (mode
-    adv's monitor is its task's dev loss, not val_loss): 2 epochs, killed
-    before its second epoch and resumed."""
+    adv's monitor is its task's dev loss, not val_loss): 2 epochs of the
+    first 64 training texts (2 steps each: resuming needs an epoch's
+    steps, not many), killed before its second epoch and resumed."""
     out = str(tmp_path_factory.mktemp("adv") / "run")
-    config = _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2)
+    config = _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2,
+                     max_train_examples=ADV_TRAIN_EXAMPLES)
     losses = _EpochLosses()
     # The killed session's one epoch runs eagerly (tests/eager_training.
     # py): it only leaves the backup; the resumed session traces fit's
@@ -105,7 +110,8 @@ def adv_run(tiny_preset, corpus, tmp_path_factory):
                    "record": run.read(rundir.BEST_RECORD)}
     start = _StartingStep()
     metrics = training.train(
-        _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2), out,
+        _config(tiny_preset, mode="adv", adv_lambda=1.0, epochs=2,
+                max_train_examples=ADV_TRAIN_EXAMPLES), out,
         dataset=corpus, verbose=0, extra_callbacks=[start, losses])
     return dict(out=out, metrics=metrics, interrupted=interrupted,
                 start_step=start.step,
@@ -225,8 +231,10 @@ def test_resume_after_interrupt(adv_run, corpus):
     assert len(adv_run["losses"]) == 2
     # The optimizer's step count came back with the backup: the schedule
     # continues after the first epoch's steps instead of warming up again.
-    steps = int(np.ceil(len(corpus.splits["train"]) / 32))
+    steps = int(np.ceil(ADV_TRAIN_EXAMPLES / 32))
+    assert steps < len(corpus.splits["train"]) / 32  # not the whole split
     assert adv_run["start_step"] == steps
+    assert metrics["sizes"]["train"] == ADV_TRAIN_EXAMPLES
     assert metrics["learning_rate_schedule"]["total_steps"] == 2 * steps
     # The best dev loss over both sessions; the finished run keeps it in
     # metrics.json and drops the checkpoints that only served resuming.
@@ -634,6 +642,19 @@ def test_measured_macro_f1_is_the_evaluation_metric(tiny_preset, corpus):
     assert confusion.sum() == len(y_true)
     assert confusion[1, 0] == int(((y_true == 1) & (y_pred == 0)).sum())
     assert np.trace(confusion) == int((y_true == y_pred).sum())
+    # The run measures its dev split on fit's dev batches where they hold
+    # the clean labels: their class weights and mode adv's targets change
+    # no prediction and no label.
+    weights = np.array([0.5, 2.0], np.float32)
+    for fit_batches in (
+            trainer.pipeline.batches(tokenizer, corpus, "test",
+                                     batch_size=32, class_weights=weights),
+            trainer.pipeline.batches(tokenizer, corpus, "test",
+                                     batch_size=32,
+                                     adv_attributes=["gender"])):
+        labels, predicted = trainer._predictions(split.model, fit_batches)
+        np.testing.assert_array_equal(labels, y_true)
+        np.testing.assert_array_equal(predicted, y_pred)
 
 
 def test_weighted_batches_carry_each_examples_class_weight(tiny_preset,

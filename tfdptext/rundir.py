@@ -352,7 +352,18 @@ class RunDir(Directory):
         """Saves `model`'s weights as best.weights.h5, then `record` as
         best.json (each atomically: a kill leaves complete files)."""
         self._save_weights(model, self.file(BEST_WEIGHTS))
+        self._best_weights = self._last_weights
         self.write(BEST_RECORD, record, indent=None)
+
+    def holds_best(self, model):
+        """Whether `model`'s state (its variables and its optimizer's) is
+        the one this RunDir last saved as best.weights.h5, and that file
+        is still as written: loading it would change nothing (the best
+        epoch was the last one)."""
+        best = getattr(self, "_best_weights", None)
+        return best is not None and \
+            _file_identity(self.file(BEST_WEIGHTS)) == best[2] and \
+            state_digest(model) == best[0]
 
     def read_backup(self):
         """(epochs done, weights file) of the backup, or None when there is

@@ -43,6 +43,7 @@ from tfdptext.training import label_privacy
 from tfdptext.training import losses
 from tfdptext.training import pipeline
 from tfdptext.training import prebuild
+from tfdptext.training import saving_cache
 from tfdptext.training import schedules
 from tfdptext.training import user_release
 from tfdptext.training.builder import build_split
@@ -276,7 +277,8 @@ def _save(run, config, built, dataset, *, calibration_batches):
     data: built only then), then the user and server sides, the
     vocabulary and split.json (each atomically). Returns the run's privacy
     guarantee."""
-    built.model.load_weights(run.file(rundir.BEST_WEIGHTS))
+    if not run.holds_best(built.model):
+        built.model.load_weights(run.file(rundir.BEST_WEIGHTS))
     split = built.split
     if split.calibrate is not None:
         split.calibrate(calibration_batches())
@@ -306,9 +308,10 @@ def _released_batches(built, released, data, name, config, class_weights,
 
 
 def _predictions(model, batches):
-    """(true labels, predicted labels) of the main task over `batches`."""
+    """(true labels, predicted labels) of the main task over `batches`
+    (fit's batches too: mode adv's targets, sample weights ignored)."""
     predicted, labels = [], []
-    for features, label in batches:
+    for features, label, *_ in batches:
         if isinstance(label, dict):  # mode adv: the task label only
             label = label[builder.LABEL_OUTPUT]
         logits = model(features, training=False)
@@ -563,6 +566,10 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
     """
     steps = pipeline.steps_per_epoch(_train_size(config, dataset),
                                      config.batch_size)
+    # Every weights file and model of the run (the encoder's, the
+    # checkpoints, the saved sides) saved and loaded at a fraction of the
+    # cost (saving_cache's docstring).
+    saving_cache.cache_skipsets()
     # The encoder is loaded before config.json is written: a bad --preset
     # leaves nothing that would refuse the corrected command.
     with strategy.scope():
@@ -612,6 +619,10 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
         dev_batches = pipeline.batches(
             built.tokenizer, fit_data, "dev",
             max_examples=config.max_dev_examples, **common)
+    # Without randomized labels fit's dev batches hold the clean ones: the
+    # measurement reads them again (the same texts and labels) instead of
+    # tokenizing and building the split's pipeline a second time.
+    measure_dev = dev_batches if labels is None else None
     validation_steps = None
     if devices.is_multi_worker(strategy):
         train_batches = devices.per_worker_batches(strategy, train_batches)
@@ -632,12 +643,15 @@ def _train_in(run, config, dataset, state, strategy, *, adv_attributes, gpu,
     session = _Session(history, throughput, wall, schedule, class_weights,
                        strategy.num_replicas_in_sync, gpu)
     if released is None:
-        dev = (built.split.model, pipeline.batches(
-            built.tokenizer, dataset, "dev", batch_size=config.batch_size,
-            max_examples=config.max_dev_examples))
+        dev = (built.split.model, measure_dev if measure_dev is not None
+               else pipeline.batches(
+                   built.tokenizer, dataset, "dev",
+                   batch_size=config.batch_size,
+                   max_examples=config.max_dev_examples))
     else:  # the recorded dev release, with the clean labels
-        dev = (built.split.server, _released_batches(
-            built, released, dataset, "dev", config, None))
+        dev = (built.split.server, measure_dev if measure_dev is not None
+               else _released_batches(built, released, dataset, "dev",
+                                      config, None))
     metrics = _measure(
         config, built, dataset, guarantee, session, dev=dev,
         test_batches=pipeline.batches(
