@@ -16,6 +16,7 @@ from tfdptext import runfiles
 from tfdptext.data.tokenization import TextTokenizer
 from tfdptext.errors import TfdptextError
 from tfdptext.models import split_spec
+from tfdptext.training import saving_cache
 
 
 class RunError(TfdptextError):
@@ -27,6 +28,7 @@ def _load_keras(path):
     import keras
 
     runfiles.check_keras_file(path, RunError)
+    saving_cache.cache_skipsets()  # loads at a fraction of the cost
     try:
         return keras.models.load_model(path)
     except Exception as err:  # noqa: BLE001 (Keras raises many types)

@@ -67,6 +67,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfdptext import rundir
+from tfdptext.training import saving_cache
 from tfdptext import runfiles
 from tfdptext.privacy import text_checks
 from tfdptext.data import tokenizer_vectors
@@ -585,6 +586,7 @@ def _export_into(out, source, options):
     # this process) would give every traced random op a fixed seed, and every
     # phone the same noise. Clear it; check_unseeded_builtins still guards.
     tf.random.set_seed(None)
+    saving_cache.cache_skipsets()  # loads at a fraction of the cost
     user = keras.models.load_model(source.run.file(rundir.USER))
     server = keras.models.load_model(source.run.file(rundir.SERVER))
     guarantee = _export_guarantee(user, source.split, source.max_length,

@@ -33,6 +33,7 @@ from tfdptext.pretraining.model import build_mlm
 from tfdptext.pretraining.optimizer import HeadRateAdamW
 from tfdptext.training import devices
 from tfdptext.training import prebuild
+from tfdptext.training import saving_cache
 from tfdptext.training.callbacks import Throughput
 from tfdptext.training.schedules import WarmupDecay
 from tfdptext.version import __version__
@@ -215,6 +216,7 @@ class _Session:
 
     def run(self, resume):
         """The whole session; returns the metrics."""
+        saving_cache.cache_skipsets()  # cheaper saves and loads
         self._build()
         if self.announce is not None:
             self.announce(self.model.guarantee())
