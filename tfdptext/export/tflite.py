@@ -156,24 +156,31 @@ def _convert_archive(models, batch_size, *, track, quantize, builtins_only,
 def _write_traced_once(models, batch_size, path):
     """The SavedModel Keras' ExportArchive writes for untracked models
     ({signature key: model}, each `_endpoint` on `_input_signature`), with
-    each endpoint traced once instead of twice.
+    each endpoint traced once instead of twice (`save_traced_once`)."""
+    save_traced_once({key: (_endpoint(model),
+                            _input_signature(model, batch_size))
+                      for key, model in models.items()}, path)
 
-    The archive adds each endpoint as a tf.function, traces it to list the
-    variables it reads, and `tf.saved_model.save` traces it again: inside
-    the save, a context the first trace is not cached for. Here the
-    signatures are the traced concrete functions themselves, and the root
-    object holds the variables they read, in the archive's order
-    (trainable first): the same graph, weights and signatures, for about a
-    quarter less of an export's CPU time. A function capturing a resource
-    the root does not hold (a lookup table) fails the save with the
-    AssertionError `convert` retries on with tracking."""
+
+def save_traced_once(endpoints, path):
+    """Writes a SavedModel at `path` whose signatures are `endpoints`,
+    {signature key: (function, input signature)}, each traced once.
+
+    Keras' ExportArchive adds each endpoint as a tf.function, traces it to
+    list the variables it reads, and `tf.saved_model.save` traces it
+    again: inside the save, a context the first trace is not cached for.
+    Here the signatures are the traced concrete functions themselves, and
+    the root object holds the variables they read, in the archive's order
+    (trainable first): the same graph, weights and signatures (the phone
+    model's .tflite is the archive's byte for byte: tests/test_tflite.py)
+    for less CPU time. A function capturing a resource the root does not
+    hold (a lookup table) fails the save with an AssertionError (`convert`
+    then converts with the archive, tracking the model)."""
     signatures, trainable, other = {}, {}, {}
-    for key, model in models.items():
-        function = tf.function(
-            _endpoint(model),
-            input_signature=_input_signature(model, batch_size),
-            autograph=False)
-        signatures[key] = concrete = function.get_concrete_function()
+    for key, (function, input_signature) in endpoints.items():
+        concrete = tf.function(function, input_signature=input_signature,
+                               autograph=False).get_concrete_function()
+        signatures[key] = concrete
         for variable in concrete.trainable_variables:
             trainable.setdefault(id(variable), variable)
         for variable in concrete.variables:
