@@ -1,5 +1,6 @@
 """Export: TFLite user model + SavedModel server, checks and round trip."""
 
+import functools
 import json
 import os
 import shutil
@@ -27,8 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # The runs a test trains for its own export: what they release is asserted,
-# not how well they learned.
-SMALL_RUN = dict(epochs=1, max_train_examples=64, max_dev_examples=32)
+# not how well they learned (one training batch, half a dev batch).
+SMALL_RUN = dict(epochs=1, max_train_examples=32, max_dev_examples=16)
 
 
 @pytest.fixture(scope="module")
@@ -81,18 +82,25 @@ def exported(runs):
     return export
 
 
-def _keras_reference(run_dir, texts):
+@functools.cache
+def _reference_models(run_dir):
+    """(tokenizer, user side, server side) of a run, loaded once per
+    process (each test's reference then reuses their traced predict)."""
     import keras
 
     from tfdptext import models
 
     config = json.load(open(os.path.join(run_dir, "config.json")))
-    features = models.load_tokenizer(config["preset"],
-                                     config["max_length"])(texts)
-    user = keras.models.load_model(os.path.join(run_dir, "user_side.keras"))
-    server = keras.models.load_model(
-        os.path.join(run_dir, "server_side.keras"))
-    released = user.predict(features, verbose=0)
+    return (models.load_tokenizer(config["preset"], config["max_length"]),
+            keras.models.load_model(os.path.join(run_dir,
+                                                 "user_side.keras")),
+            keras.models.load_model(os.path.join(run_dir,
+                                                 "server_side.keras")))
+
+
+def _keras_reference(run_dir, texts):
+    tokenizer, user, server = _reference_models(run_dir)
+    released = user.predict(tokenizer(texts), verbose=0)
     return (released["private_representation"],
             server.predict(released, verbose=0).argmax(axis=1))
 
@@ -241,8 +249,10 @@ FEED = {"token_ids": np.array([[101, 2307, 2326, 102] + [0] * 12], np.int32),
         "padding_mask": np.array([[1] * 4 + [0] * 12], np.int32)}
 
 
+@functools.cache
 def _clean_release(run_dir):
-    """The run's user side with its noise off, on FEED."""
+    """The run's user side with its noise off, on FEED (computed once per
+    process for each run)."""
     import keras
 
     from tfdptext.models import secure
@@ -251,8 +261,10 @@ def _clean_release(run_dir):
     for layer in secure.find_layers(user):
         if layer is not None:
             layer.noise = False
-    return np.asarray(user({**FEED, "segment_ids": np.zeros_like(
+    clean = np.asarray(user({**FEED, "segment_ids": np.zeros_like(
         FEED["token_ids"])})["private_representation"])
+    clean.setflags(write=False)
+    return clean
 
 
 def test_a_replaced_or_escaping_file_is_refused(exported, tmp_path):
@@ -609,7 +621,7 @@ def test_token_level_export_round_trip(runs, tmp_path, mode):
     _check_table_that_ships(run, out, manifest, quantized=False)
     if mode == "token_rep":  # the int8 table (BRR's: tests/test_brr.py)
         out8 = str(tmp_path / "export_int8")
-        manifest8 = exporter.export_run(run, out8, lengths=[8])
+        manifest8 = exporter.export_run(run, out8, lengths=[16])
         _check_table_that_ships(run, out8, manifest8, quantized=True)
 
 
@@ -644,15 +656,19 @@ def _check_table_that_ships(run, out, manifest, quantized):
     assert "not over the trained table" in condition
     if manifest["split_point"] != "token_representation":
         return
-    ids = np.array([[101, 2307, 2326, 2001, 5379, 102, 0, 0]], np.int32)
+    # The export's shortest phone model (int8: its only one, max_length).
+    [length, signature] = [manifest["user"]["models"][0][k]
+                           for k in ("length", "signature")]
+    ids = np.array([[101, 2307, 2326, 2001, 5379, 102]
+                    + [0] * (length - 6)], np.int32)
     mask = (ids != 0).astype(np.int32)
-    model = secure.secure_user_model(user, "token_representation", 8)
+    model = secure.secure_user_model(user, "token_representation", length)
     words = secure.os_random_words(
         [1, int(model.input[secure.RANDOM_WORDS].shape[-1])])
     keras_release = np.asarray(model({"token_ids": ids, "padding_mask": mask,
                                       "random_words": words})
                                ["token_embeddings"])
-    runner = Interpreter(model_path=path).get_signature_runner("length_8")
+    runner = Interpreter(model_path=path).get_signature_runner(signature)
     phone = runner(token_ids=ids, padding_mask=mask,
                    random_words=words)["token_embeddings"]
     np.testing.assert_allclose(phone - keras_release,

@@ -162,15 +162,27 @@ def _length_models(table):
     return models
 
 
-def test_signatures_share_weights_and_match_keras():
+def test_signatures_share_weights_and_match_keras(monkeypatch):
     table = np.random.default_rng(1).normal(size=(2000, 32)).astype(
         np.float32)
     models = _length_models(table)
     one = export.convert(models[8], batch_size=1)
     by_key = {"length_4": models[4], "serving_default": models[8]}
+    traced = []
+    endpoint = tflite._endpoint
+
+    def counted(model):
+        call = endpoint(model)
+        return lambda inputs: traced.append(model) or call(inputs)
+
+    monkeypatch.setattr(tflite, "_endpoint", counted)
     both = export.convert_signatures(by_key, batch_size=1)
-    # The archive does not `track` the models (a walk that traces them
-    # again); what it converts is what the tracking archive did.
+    # Each endpoint is traced once (Keras' archive traces it twice).
+    assert sorted(m.name for m in traced) == sorted(
+        m.name for m in by_key.values())
+    monkeypatch.undo()
+    # The models are not `track`ed (a walk that traces them again); what
+    # is converted is what the tracking archive did.
     assert _without_tensor_names(both) == _without_tensor_names(
         _tracked_conversion(by_key))
     assert sorted(export.signature_keys(both)) == ["length_4",

@@ -466,10 +466,10 @@ def _write_server(server, split_point, max_length, dim, path,
         return {"probabilities": probabilities, "label": label,
                 "label_name": tf.gather(names, label)}
 
-    archive = keras.export.ExportArchive()
-    archive.track(server)
-    archive.add_endpoint(SIGNATURE, serve, input_signature=input_specs)
-    archive.write_out(path, verbose=False)
+    # The SavedModel Keras' ExportArchive writes, with `serve` traced once
+    # (the archive traces it twice, and walks the model for lookup
+    # tables, which a server model holds none of).
+    tflite.save_traced_once({SIGNATURE: (serve, input_specs)}, path)
 
 
 def _randomness_contract(phone, noise_source):

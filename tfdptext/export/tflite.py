@@ -1,12 +1,15 @@
 """Converting Keras models to TFLite, and checking what a .tflite holds.
 
-Conversion goes through Keras' `ExportArchive` (what
-`model.export(..., format="tf_saved_model")` uses underneath), written as a
-SavedModel, and `TFLiteConverter.from_saved_model`: on Keras 3 the
-concrete-function and tf.Module routes convert but silently output NaN
-(platform notes). The archive does not `track` the models unless they hold
-lookup tables (`convert`'s `track`): tracking walks every layer and traces
-the Keras models inside again, for the same .tflite but for tensor names.
+Conversion goes through the SavedModel of Keras' `ExportArchive` (what
+`model.export(..., format="tf_saved_model")` uses underneath) and
+`TFLiteConverter.from_saved_model`: on Keras 3 the concrete-function route,
+and a tf.Module that does not hold the model's variables, convert but
+silently output NaN (platform notes). The models are not `track`ed unless
+they hold lookup tables (`convert`'s `track`): tracking walks every layer
+and traces the Keras models inside again, for the same .tflite but for
+tensor names. Untracked, the SavedModel is the archive's written with each
+endpoint traced once instead of twice (`_write_traced_once`: the same
+.tflite, byte for byte, tests/test_tflite.py).
 """
 
 import contextlib
@@ -134,18 +137,58 @@ def _convert_archive(models, batch_size, *, track, quantize, builtins_only,
                      custom_ops, temp_dir):
     """{signature key: model} through one ExportArchive (each model
     `track`ed if `track`), its SavedModel and the converter."""
-    archive = keras.export.ExportArchive()
-    for key, model in models.items():
-        if track:
-            archive.track(model)
-        archive.add_endpoint(
-            key, _endpoint(model),
-            input_signature=_input_signature(model, batch_size))
     with _saved_model_dir(temp_dir) as saved:
-        archive.write_out(saved, verbose=False)
+        if track:
+            archive = keras.export.ExportArchive()
+            for key, model in models.items():
+                archive.track(model)
+                archive.add_endpoint(
+                    key, _endpoint(model),
+                    input_signature=_input_signature(model, batch_size))
+            archive.write_out(saved, verbose=False)
+        else:
+            _write_traced_once(models, batch_size, saved)
         return _convert_saved_model(saved, list(models), quantize=quantize,
                                     builtins_only=builtins_only,
                                     custom_ops=custom_ops)
+
+
+def _write_traced_once(models, batch_size, path):
+    """The SavedModel Keras' ExportArchive writes for untracked models
+    ({signature key: model}, each `_endpoint` on `_input_signature`), with
+    each endpoint traced once instead of twice (`save_traced_once`)."""
+    save_traced_once({key: (_endpoint(model),
+                            _input_signature(model, batch_size))
+                      for key, model in models.items()}, path)
+
+
+def save_traced_once(endpoints, path):
+    """Writes a SavedModel at `path` whose signatures are `endpoints`,
+    {signature key: (function, input signature)}, each traced once.
+
+    Keras' ExportArchive adds each endpoint as a tf.function, traces it to
+    list the variables it reads, and `tf.saved_model.save` traces it
+    again: inside the save, a context the first trace is not cached for.
+    Here the signatures are the traced concrete functions themselves, and
+    the root object holds the variables they read, in the archive's order
+    (trainable first): the same graph, weights and signatures (the phone
+    model's .tflite is the archive's byte for byte: tests/test_tflite.py)
+    for less CPU time. A function capturing a resource the root does not
+    hold (a lookup table) fails the save with an AssertionError (`convert`
+    then converts with the archive, tracking the model)."""
+    signatures, trainable, other = {}, {}, {}
+    for key, (function, input_signature) in endpoints.items():
+        concrete = tf.function(function, input_signature=input_signature,
+                               autograph=False).get_concrete_function()
+        signatures[key] = concrete
+        for variable in concrete.trainable_variables:
+            trainable.setdefault(id(variable), variable)
+        for variable in concrete.variables:
+            if id(variable) not in trainable:
+                other.setdefault(id(variable), variable)
+    root = tf.Module()
+    root._all_variables = [*trainable.values(), *other.values()]
+    tf.saved_model.save(root, path, signatures=signatures)
 
 
 def signature_keys(tflite_bytes):
