@@ -32,6 +32,8 @@ flags.DEFINE_integer("num_sentences", 2000, "Sentences from train.")
 flags.DEFINE_multi_float("eta", [20, 30, 40, 50, 60, 70, 80, 100, 120, 150],
                          "eta values.")
 flags.DEFINE_integer("seed", None, "Noise seed (None: fresh entropy).")
+flags.DEFINE_string("table_name", None, "Also write the docs' table record "
+                    "of this name (benchmarks/results/<name>.json).")
 
 
 def main(argv):
@@ -59,10 +61,19 @@ def main(argv):
         share = float((privatizer(ids) == ids).mean())
         shares[f"{eta:g}"] = share
         print(f"| {eta:g} | {share:.3f} | {table.shape[1] / eta:.2f} |")
-    machine.write_json(None, {
-        "dataset": FLAGS.dataset, "sentences": len(texts),
-        "tokens": int(len(ids)), "preset": FLAGS.preset,
-        "unchanged_share": shares})
+    result = {"dataset": FLAGS.dataset, "sentences": len(texts),
+              "tokens": int(len(ids)), "preset": FLAGS.preset,
+              "unchanged_share": shares}
+    if FLAGS.table_name:
+        docs_table = {"columns": ["eta", "unchanged share",
+                                  "E\u2016noise\u2016 = n/eta"],
+                      "rows": [[f"{eta:g}", f"{shares[f'{eta:g}']:.3f}",
+                                f"{table.shape[1] / eta:.2f}"]
+                               for eta in FLAGS.eta]}
+        machine.write_json(None, result, name=FLAGS.table_name,
+                           table=docs_table)
+    else:
+        machine.write_json(None, result)
 
 
 if __name__ == "__main__":
