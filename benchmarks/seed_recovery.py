@@ -171,6 +171,33 @@ def _java_section(rows, setup):
             "and the README says so.")])
 
 
+def _docs_tables(rows, java):
+    """The docs' two tables ({record name: {"columns", "rows"}}), the
+    cells as `_fragment` and `_java_section` print them."""
+    first = java[0]
+    return {
+        "predictable-tflite-noise-seed-recovery": {
+            "columns": ["candidates searched", "seconds (first run)",
+                        "candidates/s (best)", "candidates/s (median)",
+                        "seeds found", "max abs error of the clean vector"],
+            "rows": [[f"2^{r['log2']}", f"{r['seconds']:.2f}",
+                      f"{r['best']:,.0f}", f"{r['median']:,.0f}",
+                      str(r["found"]), r["error"]] for r in rows]},
+        "a-predictable-generator-in-the-app-java": {
+            "columns": ["generator", "words (passed the checks)",
+                        "candidates searched", "seconds (first run)",
+                        "seconds (best of 3)", "seeds found",
+                        "max abs error of the clean vector"],
+            "rows": [[
+                "java.util.Random(time in ms)",
+                f"{first['words']:,} ({'yes' if first['passed'] else 'NO'})",
+                f"{first['candidates']:,} "
+                f"(+-{(first['candidates'] - 1) // 2 / 1000:g} s)",
+                f"{first['seconds']:.3f}",
+                f"{min(r['seconds'] for r in java):.3f}",
+                f"{first['found']} (the true seed)", first["error"]]]}}
+
+
 def _wrap(text):
     return textwrap.fill(text, width=76, break_on_hyphens=False)
 
@@ -281,6 +308,9 @@ def main(argv):
 
     host.write_json(None, {"setup": setup, "tflite_seed": rows,
                            "java_util_random": java})
+    for name, table in _docs_tables(rows, java).items():
+        host.write_json(None, {"from": "seed_recovery"}, name=name,
+                        table=table)
     print(text)
     if FLAGS.fragment:
         os.makedirs(os.path.dirname(FLAGS.fragment) or ".", exist_ok=True)
