@@ -77,22 +77,29 @@ def next_ints(states, count):
 _BLOCK_ELEMENTS = 1 << 22
 
 
-@functools.lru_cache(maxsize=16)
-def _step_maps(count):
-    """(A, B), read-only uint64 arrays of `count`: the map of i + 1
-    nextInt() calls is x -> A[i] x + B[i] mod 2^48, built by doubling (the
-    map of n + j steps is the j-step map after the n-step one: A_{n+j} =
-    A_j A_n, B_{n+j} = A_j B_n + B_j)."""
-    mult = np.array([MULTIPLIER], np.uint64)
-    add = np.array([ADDEND], np.uint64)
+def step_maps(multiplier, increment, mask, count):
+    """(A, B), uint64 arrays of `count`: the map of i + 1 steps of the LCG
+    x -> (multiplier x + increment) mod 2^k (`mask` = 2^k - 1, k <= 48:
+    uint64 products wrap modulo 2^64, which 2^k divides) is
+    x -> A[i] x + B[i] mod 2^k, built by doubling (the map of n + j steps
+    is the j-step map after the n-step one: A_{n+j} = A_j A_n,
+    B_{n+j} = A_j B_n + B_j)."""
+    mask = np.uint64(mask)
+    mult = np.array([multiplier], np.uint64) & mask
+    add = np.array([increment], np.uint64) & mask
     with np.errstate(over="ignore"):
         while len(mult) < count:
             last_mult, last_add = mult[-1], add[-1]
-            mult, add = (
-                np.concatenate([mult, (mult * last_mult) & np.uint64(MASK)]),
-                np.concatenate([add, (mult * last_add + add)
-                                & np.uint64(MASK)]))
-    mult, add = mult[:count], add[:count]
+            mult, add = (np.concatenate([mult, (mult * last_mult) & mask]),
+                         np.concatenate([add, (mult * last_add + add)
+                                         & mask]))
+    return mult[:count], add[:count]
+
+
+@functools.lru_cache(maxsize=16)
+def _step_maps(count):
+    """`step_maps` of nextInt()'s LCG (mod 2^48), read-only."""
+    mult, add = step_maps(MULTIPLIER, ADDEND, MASK, count)
     mult.flags.writeable = add.flags.writeable = False
     return mult, add
 

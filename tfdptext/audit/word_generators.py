@@ -205,21 +205,16 @@ def _lcg_outputs(state, count, multiplier, increment, modulus):
     """The `count` states after `state` (uint64 array) of x -> (a x + c)
     mod `modulus`, a power of two <= 2^32 (uint64 products wrap modulo
     2^64, which the modulus divides): uint64 array shape + (count,). The
-    i-th is A_i x + B_i, the i + 1 step map built by doubling (the same
-    integers as stepping one at a time)."""
+    i-th is A_i x + B_i, the i + 1 step map (`java_random.step_maps`: the
+    same integers as stepping one at a time)."""
     if modulus <= 0 or modulus > 2**32 or modulus & (modulus - 1):
         raise ValueError(f"`modulus` must be a power of two from 1 to 2^32, "
                          f"received {modulus}.")
-    mask = np.uint64(modulus - 1)
-    mult = np.array([multiplier % modulus], np.uint64)
-    add = np.array([increment % modulus], np.uint64)
+    mult, add = java_random.step_maps(multiplier, increment, modulus - 1,
+                                      count)
     with np.errstate(over="ignore"):
-        while len(mult) < count:
-            last_mult, last_add = mult[-1], add[-1]
-            mult, add = (np.concatenate([mult, (mult * last_mult) & mask]),
-                         np.concatenate([add, (mult * last_add + add) & mask]))
         state = np.asarray(state, np.uint64)
-        return (state[..., None] * mult[:count] + add[:count]) & mask
+        return (state[..., None] * mult + add) & np.uint64(modulus - 1)
 
 
 def _java(rng, rows, width):
