@@ -13,7 +13,7 @@ import pytest
 from keras.src.saving import saving_lib
 
 from tfdptext import rundir
-from tfdptext.training import saving_cache
+from tfdptext.models import saving_cache
 
 
 def _sha(path):

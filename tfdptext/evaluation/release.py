@@ -15,8 +15,8 @@ from tfdptext import rundir
 from tfdptext import runfiles
 from tfdptext.data.tokenization import TextTokenizer
 from tfdptext.errors import TfdptextError
+from tfdptext.models import saving_cache
 from tfdptext.models import split_spec
-from tfdptext.training import saving_cache
 
 
 class RunError(TfdptextError):

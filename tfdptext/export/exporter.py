@@ -67,7 +67,6 @@ import numpy as np
 import tensorflow as tf
 
 from tfdptext import rundir
-from tfdptext.training import saving_cache
 from tfdptext import runfiles
 from tfdptext.privacy import text_checks
 from tfdptext.data import tokenizer_vectors
@@ -78,6 +77,7 @@ from tfdptext.export import tables
 from tfdptext.export import text_input
 from tfdptext.export import tflite
 from tfdptext.models import input_checks
+from tfdptext.models import saving_cache
 from tfdptext.models import secure
 from tfdptext.models import split as split_lib
 from tfdptext.models import split_spec

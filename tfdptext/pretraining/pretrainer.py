@@ -22,6 +22,7 @@ from tfdptext import data as data_lib
 from tfdptext import models
 from tfdptext import seeding
 from tfdptext.errors import TfdptextError
+from tfdptext.models import saving_cache
 from tfdptext.pretraining import layout
 from tfdptext.pretraining import masking
 from tfdptext.pretraining import objectives
@@ -33,7 +34,6 @@ from tfdptext.pretraining.model import build_mlm
 from tfdptext.pretraining.optimizer import HeadRateAdamW
 from tfdptext.training import devices
 from tfdptext.training import prebuild
-from tfdptext.training import saving_cache
 from tfdptext.training.callbacks import Throughput
 from tfdptext.training.schedules import WarmupDecay
 from tfdptext.version import __version__

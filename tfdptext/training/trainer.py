@@ -36,6 +36,7 @@ from tfdptext import models
 from tfdptext import rundir
 from tfdptext import seeding
 from tfdptext.errors import TfdptextError
+from tfdptext.models import saving_cache
 from tfdptext.training import builder
 from tfdptext.training import callbacks as callbacks_lib
 from tfdptext.training import devices
@@ -43,7 +44,6 @@ from tfdptext.training import label_privacy
 from tfdptext.training import losses
 from tfdptext.training import pipeline
 from tfdptext.training import prebuild
-from tfdptext.training import saving_cache
 from tfdptext.training import schedules
 from tfdptext.training import user_release
 from tfdptext.training.builder import build_split
