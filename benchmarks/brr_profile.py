@@ -172,8 +172,38 @@ def main(argv):
         "ratio_if_brr_were_its_k1_scan": us["madlib_call"]
         / us["brr_search_k1"],
     }
-    machine.write_json(FLAGS.json_out, result)
+    # One record: the result and the docs' table (a second record written
+    # after the first would name the checkout as changed).
+    machine.write_json(FLAGS.json_out, result, name=TABLE_NAME,
+                       table=docs_table(us))
     print(markdown(result))
+
+
+TABLE_NAME = "brr-over-madlib-cpu-seconds"
+# The docs' rows: (label, BRR's part, Madlib's part or None).
+TABLE_ROWS = (
+    ("the whole call", "brr_call", "madlib_call"),
+    ("flips (os.urandom words, compare, pack) / noise (`dchi_noise`)",
+     "brr_flip_masks", "madlib_noise"),
+    ("gather and XOR / gather and add", "brr_gather_xor",
+     "madlib_gather_add"),
+    ("the search: FAISS `IndexBinaryFlat.search`, k = 8, heap (what the tie "
+     "rule fetches) / `faiss_search.search`, k = 1 (BLAS)",
+     "brr_search_k8_heap", "madlib_search"),
+    ("the rest (tie rule, id mapping; the call minus the parts)",
+     "brr_rest", "madlib_rest"),
+    ("BRR's search with k = 1 instead", "brr_search_k1", None),
+    ("BRR's search, k = 8 with `use_heap = False`", "brr_search_k8_noheap",
+     None),
+)
+
+
+def docs_table(us):
+    """The docs' table: each part's median microseconds per word."""
+    return {"columns": ["part", "BRR, us per word", "Madlib, us per word"],
+            "rows": [[label, f"{us[brr]:.2f}",
+                      "-" if madlib is None else f"{us[madlib]:.2f}"]
+                     for label, brr, madlib in TABLE_ROWS]}
 
 
 def markdown(result):

@@ -84,7 +84,8 @@ def main(argv):
         best, median = _time(lambda: corpus(ids), FLAGS.repeats)
         unchanged = float((corpus(ids) == ids).mean())
         results.append({"what": f"d_chi text-to-text, FAISS IndexFlatL2, "
-                        f"{threads} thread(s)", "items": n, "unit": "tokens",
+                        f"{threads} thread{'s' if threads > 1 else ''}",
+                        "items": n, "unit": "tokens",
                         "best_s": best, "median_s": median,
                         "unchanged_share": unchanged})
 
@@ -94,16 +95,17 @@ def main(argv):
     run = tf.function(lambda x: privatizer(x))
     best, median = _time(lambda: run(batch).numpy(), FLAGS.repeats)
     unchanged = float((run(batch).numpy()[0] == ids).mean())
-    results.append({"what": "d_chi text-to-text, in-graph (matmul + "
-                    "ARG_MIN), tf.function, TF default threads",
+    results.append({"what": "d_chi text-to-text, in-graph "
+                    "(`DChiTextPrivatizer`: matmul + ARG_MIN), tf.function, "
+                    f"TF default threads ({os.cpu_count()})",
                     "items": n, "unit": "tokens", "best_s": best,
                     "median_s": median, "unchanged_share": unchanged})
 
     reps = np.random.default_rng(0).normal(
         size=(FLAGS.num_representations, 384)).astype(np.float32)
     for name, stack in (
-            ("LaplaceNoise", [layers.LaplaceNoise(1.0)]),
-            ("MinMaxNormalize + LaplaceNoise",
+            ("`LaplaceNoise`", [layers.LaplaceNoise(1.0)]),
+            ("`MinMaxNormalize` + `LaplaceNoise`",
              [layers.MinMaxNormalize(), layers.LaplaceNoise(1.0)])):
         def apply(x, stack=stack):
             for layer in stack:
@@ -124,16 +126,23 @@ def main(argv):
     print("| what | batch | per second (best) | per second (median) | "
           "unchanged share |")
     print("|---|---|---|---|---|")
+    rows = []
     for r in results:
         r["per_second_best"] = r["items"] / r["best_s"]
         r["per_second_median"] = r["items"] / r["median_s"]
         share = (f"{r['unchanged_share']:.3f}" if "unchanged_share" in r
                  else "")
-        print(f"| {r['what']} | {r['items']:,} {r['unit']} | "
-              f"{r['per_second_best']:,.0f} | {r['per_second_median']:,.0f} |"
-              f" {share} |")
+        rows.append([r["what"], f"{r['items']:,} {r['unit']}",
+                     f"{r['per_second_best']:,.0f}",
+                     f"{r['per_second_median']:,.0f}", share])
+        print("| " + " | ".join(rows[-1]) + " |")
+    # The docs' table (docs/benchmarks.md, "Privatization throughput").
     host.write_json(FLAGS.output, {"machine": machine, "date": date,
-                                   "eta": FLAGS.eta, "results": results})
+                                   "eta": FLAGS.eta, "results": results},
+                    name="privatization-throughput-foundation",
+                    table={"columns": ["what", "batch", "per second (best)",
+                                       "per second (median)",
+                                       "unchanged share"], "rows": rows})
 
 
 if __name__ == "__main__":
