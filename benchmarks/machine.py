@@ -51,14 +51,17 @@ RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
 
 def git_commit():
-    """The checkout's commit (with "+changes" when the tree differs), or
-    None outside a git checkout."""
+    """The checkout's commit (with "+changes" when a tracked file differs
+    from it), or None outside a git checkout. The results folder does not
+    count: a run that writes several results changes it before its second
+    record is written, and the code that ran is still the commit's."""
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT,
                                 capture_output=True, text=True,
                                 check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain",
-                                "--untracked-files=no"], cwd=ROOT,
+                                "--untracked-files=no", "--", ".",
+                                ":(exclude)benchmarks/results"], cwd=ROOT,
                                capture_output=True, text=True,
                                check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):

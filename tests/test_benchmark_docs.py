@@ -127,6 +127,31 @@ def test_write_json_keeps_the_result_with_its_provenance(tmp_path,
         machine.write_json(None, {}, name="../escape")
 
 
+def test_the_commit_ignores_results_written_by_the_run(tmp_path,
+                                                       monkeypatch):
+    # A run that writes two results: the second record's commit is still
+    # the checkout's; a changed script is "+changes".
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), *args],
+                              check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "results" / "a.json").write_text("{}\n")
+    (tmp_path / "benchmarks" / "bench.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    head = git("rev-parse", "HEAD")
+    monkeypatch.setattr(machine, "ROOT", str(tmp_path))
+    (tmp_path / "benchmarks" / "results" / "a.json").write_text("{1}\n")
+    assert machine.git_commit() == head
+    (tmp_path / "benchmarks" / "bench.py").write_text("x = 2\n")
+    assert machine.git_commit() == head + "+changes"
+
+
 def test_the_readme_pretraining_summary_has_json_behind_every_number():
     text = _read("README.md")
     start = text.index("- [Privacy-adaptive pretraining]")
