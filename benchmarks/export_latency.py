@@ -70,6 +70,9 @@ flags.DEFINE_integer("input_tokens", 16, "With --lengths: tokens of the "
 flags.DEFINE_integer("rounds", 30, "With --lengths: round-robin rounds.")
 flags.DEFINE_integer("block", 10, "With --lengths: timed invokes per "
                      "setting per round.")
+flags.DEFINE_list("table_names", [], "The docs' regions the printed "
+                  "tables fill, in the order printed ('' skips one): each "
+                  "is written as benchmarks/results/NAME.json.")
 flags.DEFINE_bool("compare_separate", True, "With --lengths: also convert "
                   "one file per length, for the size comparison.")
 
@@ -360,10 +363,12 @@ def main(argv):
     if FLAGS.lengths:
         lengths = sorted({int(n) for n in FLAGS.lengths} |
                          {FLAGS.max_length})
-        with host.recording(name="export_latency_lengths"):
+        with host.recording(name="export_latency_lengths",
+                            table_names=FLAGS.table_names):
             lengths_benchmark(lengths)
         return
-    with host.recording(name="export_latency"):
+    with host.recording(name="export_latency",
+                        table_names=FLAGS.table_names):
         features = models.load_tokenizer(max_length=FLAGS.max_length)(
             [TEXT])
         splits = fixed_length_table(features)

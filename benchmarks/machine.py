@@ -158,11 +158,13 @@ class _Tee(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def recording(name=None, argv=None):
+def recording(name=None, argv=None, table_names=()):
     """Prints as usual and, when the block ends without an error, keeps
     what it printed as the result NAME (default: the script's name): its
     Markdown tables ({"columns", "rows"}) and the text, with provenance.
-    For benchmarks that print their tables as they measure."""
+    For benchmarks that print their tables as they measure. Each of
+    `table_names` (in the order the tables are printed; "" skips one)
+    also gets its table as a docs' table result of that name."""
     tee = _Tee(sys.stdout)
     sys.stdout = tee
     try:
@@ -170,5 +172,13 @@ def recording(name=None, argv=None):
     finally:
         sys.stdout = tee.stream
     text = tee.copy.getvalue()
-    write_json(None, {"tables": markdown_tables(text), "printed": text},
-               name=name, argv=argv)
+    tables = markdown_tables(text)
+    if len(table_names) > len(tables):
+        raise ValueError(f"{len(table_names)} table names for the "
+                         f"{len(tables)} tables printed")
+    write_json(None, {"tables": tables, "printed": text}, name=name,
+               argv=argv)
+    for table_name, table in zip(table_names, tables):
+        if table_name:
+            write_json(None, {"from": name or result_name(argv)},
+                       name=table_name, argv=argv, table=table)

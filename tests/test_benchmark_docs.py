@@ -210,6 +210,19 @@ def test_recording_keeps_the_printed_tables(tmp_path, monkeypatch):
         with machine.recording(name="failed", argv=["benchmarks/x.py"]):
             raise RuntimeError("no result kept")
     assert not (tmp_path / "failed.json").exists()
+    # Tables named for the docs: each its own table result, in order.
+    with machine.recording(name="two", argv=["benchmarks/x.py"],
+                           table_names=["", "second-table"]):
+        print("| a |\n|---|\n| 1 |\n\n| b | c |\n|---|---|\n| 2 | 3 |")
+    second = docs_tables.load("second-table", str(tmp_path))
+    assert second["kind"] == "table" and second["result"] == {"from": "two"}
+    assert docs_tables.render("second-table", str(tmp_path)) == \
+        "| b | c |\n|---|---|\n| 2 | 3 |"
+    assert not (tmp_path / ".json").exists()
+    with pytest.raises(ValueError, match="2 table names"):
+        with machine.recording(name="few", argv=["benchmarks/x.py"],
+                               table_names=["x", "y"]):
+            print("| a |\n|---|\n| 1 |")
 
 
 def test_a_changed_result_changes_its_plot(monkeypatch):
