@@ -279,11 +279,18 @@ def test_a_worker_trains_on_the_chiefs_draw_of_what_users_send(tmp_path):
 # processes on localhost, against the same command on a one-worker cluster.
 GUIDE = os.path.join(ROOT, "docs", "guides", "training.md")
 # Appended to the guide's flags (later flags win): the tiny encoder without
-# dropout, no noise (mode none: the comparison is about the training, not
-# the noise; noise under a strategy is tested above), 3 short epochs.
-MULTI_WORKER_FAST = ["--mode=none", "--dataset=synthetic", "--max_length=16",
-                     "--epochs=3", "--batch_size=16", "--learning_rate=3e-3",
-                     "--max_train_examples=320", "--max_dev_examples=64"]
+# dropout, 3 short epochs, and what users send drawn once for the cluster
+# (texts released once by text_to_text, labels by --label_epsilon): the
+# chief draws both, the other worker copies them. The noise is weak (eta
+# 1000; labels flip with probability 2e-9 at label_epsilon 20, so fit's dev
+# labels are the clean ones) and the one-worker cluster trains on the same
+# draws: the comparison is about the training, not the noise (noise under a
+# strategy is tested above).
+MULTI_WORKER_FAST = ["--mode=text_to_text", "--eta=1000", "--label_epsilon=20",
+                     "--training_release=once", "--dataset=synthetic",
+                     "--max_length=16", "--epochs=3", "--batch_size=16",
+                     "--learning_rate=3e-3", "--max_train_examples=320",
+                     "--max_dev_examples=64"]
 
 
 def _guide_workers():
@@ -424,6 +431,13 @@ def _finish(processes):
 
 def test_two_worker_processes_train_one_run_as_one_worker(still_preset,
                                                           tmp_path):
+    """The guide's two commands on two worker processes train the run that
+    the same command trains on a one-worker cluster. What users send (the
+    labels, the texts released once) is drawn once, by the chief; the other
+    worker copies it and never draws its own (it would release every text
+    and label a second time)."""
+    from tfdptext import rundir
+
     commands = _guide_workers()
     assert [c["task"] for c, _ in commands] == [
         {"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
@@ -431,16 +445,32 @@ def test_two_worker_processes_train_one_run_as_one_worker(still_preset,
     assert commands[0][1] == commands[1][1]  # the same command
     ports = _free_ports(3)
     # The two-worker cluster, then the one-worker one.
-    _finish(_start_workers(commands, [f"localhost:{p}" for p in ports[:2]],
-                           "two", still_preset, tmp_path))
-    _finish(_start_workers(commands[:1], [f"localhost:{ports[2]}"], "one",
-                           still_preset, tmp_path))
+    chief, other = _finish(_start_workers(
+        commands, [f"localhost:{p}" for p in ports[:2]], "two", still_preset,
+        tmp_path))
+    drawing = "Releasing the"  # user_release's message when it draws
+    assert drawing in chief and drawing not in other, other[-2000:]
     # One run directory: the chief's; the other worker's scratch is gone.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["two"]
+    two, one = tmp_path / "two", tmp_path / "one"
+    draws = [rundir.RANDOMIZED_LABELS, rundir.TRAINING_RELEASE]
+    assert set(draws) <= set(os.listdir(two))
+    # The one-worker cluster on the same draws: its directory as a start of
+    # the same command that failed before its first epoch leaves it.
+    one.mkdir()
+    for name in [rundir.CONFIG, rundir.RUN_RECORD, *draws]:
+        (one / name).write_bytes((two / name).read_bytes())
+    [alone] = _finish(_start_workers(commands[:1], [f"localhost:{ports[2]}"],
+                                     "one", still_preset, tmp_path))
+    assert drawing not in alone, alone[-2000:]  # read back, not redrawn
+    for name in draws:
+        assert (one / name).read_bytes() == (two / name).read_bytes(), name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "two"]
-    two_metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
-    one_metrics = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    two_metrics = json.loads((two / "metrics.json").read_text())
+    one_metrics = json.loads((one / "metrics.json").read_text())
     assert two_metrics["replicas"] == 2 and one_metrics["replicas"] == 1
     assert two_metrics["distribute"] == "multi_worker"
+    assert two_metrics["training_release"]["mode"] == "once"
     assert abs(two_metrics["test_accuracy"]
                - one_metrics["test_accuracy"]) <= 0.05
     # The model learned (the majority class is about 0.55).
@@ -456,33 +486,3 @@ def test_two_worker_processes_train_one_run_as_one_worker(still_preset,
         best = min(range(len(history["val_loss"])),
                    key=history["val_loss"].__getitem__)
         assert history["val_accuracy"][best] == metrics["dev_accuracy"]
-
-
-def test_two_workers_train_on_the_chiefs_one_release(still_preset, tmp_path):
-    """text_to_text with labels from users, texts released once, on two
-    worker processes: the chief draws the labels and the release once; the
-    other worker copies them and never draws its own (it would release
-    every text and label a second time)."""
-    hosts = [f"localhost:{p}" for p in _free_ports(2)]
-    env = _cpu_env(PYTHONPATH=ROOT)
-    processes = [_Forked(
-        [sys.executable, "-m", "tfdptext.cli.train",
-         "--distribute=multi_worker", "--mode=text_to_text", "--eta=80",
-         "--label_epsilon=2", "--training_release=once",
-         "--dataset=synthetic", "--max_length=16", "--epochs=2",
-         "--batch_size=16", "--max_train_examples=64",
-         "--max_dev_examples=32", f"--preset={still_preset}",
-         f"--output_dir={tmp_path / 'run'}"],
-        str(tmp_path), {**env, "TF_CONFIG": json.dumps({
-            "cluster": {"worker": hosts},
-            "task": {"type": "worker", "index": i}})})
-        for i in range(2)]
-    chief, other = _finish(processes)
-    drawing = "Releasing the"  # user_release's message when it draws
-    assert drawing in chief and drawing not in other, other[-2000:]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
-    files = set(os.listdir(tmp_path / "run"))
-    assert {"randomized_labels.json", "training_release.npz"} <= files
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["replicas"] == 2
-    assert metrics["training_release"]["mode"] == "once"
