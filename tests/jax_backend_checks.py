@@ -1,7 +1,8 @@
 """The backend-agnostic path under JAX, for tests/test_jax_backend.py.
 
 Run by that test in ONE subprocess with KERAS_BACKEND=jax and
-tests/no_tensorflow first on PYTHONPATH (TensorFlow unimportable), as the
+tests/no_tensorflow first on PYTHONPATH (TensorFlow, pandas, matplotlib
+and scikit-learn unimportable, as on the device image), as the
 program of the device package's `run.sh --dry_run` (the test's $PYTHON
 hands it gpu_cells.py's arguments):
 
@@ -93,10 +94,14 @@ SPLITS = ("robust", "text_to_text")
 
 
 def mlm_config(mode, objective, steps=1):
+    """The tiny MLMs' config: batches of 8 and the default
+    max_predictions, as the dry run's pretraining (benchmarks/gpu_cells.py):
+    under eager JAX the MLM head's ops of those shapes compile once for
+    both."""
     from tfdptext.pretraining.config import PretrainConfig
 
     return PretrainConfig(mode=mode, objective=objective, eta=DCHI_ETA,
-                          steps=steps, batch_size=8, max_predictions=4,
+                          steps=steps, batch_size=8,
                           num_privatizations=3).validate()
 
 
@@ -183,20 +188,35 @@ def masked_batch(values):
     """One fixed masked batch of `values` (seed 0)."""
     from tfdptext.pretraining import portable
 
+    config = mlm_config("token_rep", "vanilla")
     return next(portable.masked_batches(
-        values, vocabulary(), VOCABULARY_SIZE, batch_size=8,
-        rng=np.random.default_rng(0), mask_rate=0.15, max_predictions=4))
+        values, vocabulary(), VOCABULARY_SIZE, batch_size=config.batch_size,
+        rng=np.random.default_rng(0), mask_rate=config.mask_rate,
+        max_predictions=config.max_predictions))
+
+
+# The rows of one forward pass of `classifier_loss`: the dry run's batch
+# size (benchmarks/gpu_cells.py DRY_RUN_BATCH_SIZE), so that under eager
+# JAX the split models' forward ops are compiled once for both (a 16-row
+# call compiled about 75 ops of its own: 2.4 CPU-s).
+LOSS_BATCH = 8
 
 
 def classifier_loss(model, values):
-    """Mean cross-entropy of `model` on `values`, noise off."""
+    """Mean cross-entropy of `model` on `values`, noise off (the model
+    called on LOSS_BATCH rows at a time)."""
     import keras
 
     from tfdptext.layers import base
     from tfdptext.training import portable
 
+    features = portable.features_of(values)
+    count = len(values["labels"])
     with base.randomness_from_caller():
-        logits = model(portable.features_of(values), training=False)
+        logits = keras.ops.concatenate([
+            model({k: v[start:start + LOSS_BATCH]
+                   for k, v in features.items()}, training=False)
+            for start in range(0, count, LOSS_BATCH)])
     return float(keras.ops.mean(keras.losses.sparse_categorical_crossentropy(
         values["labels"], logits, from_logits=True)))
 
@@ -257,7 +277,9 @@ def main(out_dir):
     np.savez(os.path.join(out_dir, "noise.npz"), laplace=noise["laplace"],
              dchi=noise["dchi"], **{f"dropout_{rate}": out for rate, out
                                     in dropout_samples().items()})
-    train, dev = tiny_split(64, 1), tiny_split(16, 2)
+    # 16 training texts: the 2 steps of 8 read 16, and a frozen user
+    # side releases them with one compiled predict step for both splits.
+    train, dev = tiny_split(16, 1), tiny_split(16, 2)
     checks = {"backend": keras.backend.backend(),
               "laplace_randomness": noise["laplace_randomness"],
               "nearest": nearest_ties(), "trained": {}, "losses": {},
