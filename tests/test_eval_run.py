@@ -24,33 +24,64 @@ from tfdptext.evaluation.release import TrainedRun
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# The seed of `still_preset`'s weights: its clean run's attacker reads
+# gender at 0.61 (majority 0.42; see test_attackers_see_clean_leak_and_
+# not_heavy_noise), the same in each of the 3 repeats measured.
+STILL_SEED = 20261128
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, tiny_preset):
+def still_preset(tmp_path_factory):
+    """conftest's tiny encoder without dropout, its weights drawn from
+    STILL_SEED (scoped: no global seed is left for later noise ops), as a
+    keras-hub preset directory. An unseeded draw made how much of the
+    leak the clean run keeps vary from one suite run to the next (its
+    attacker read gender at 0.52 to 0.61 over three seeds, 1, 7 and
+    STILL_SEED, against 0.47 asserted); the runs' own seeds (`TrainConfig.seed`) fix the rest."""
+    import keras_hub
+
+    from tfdptext import models
+    from tfdptext import seeding
+
+    path = str(tmp_path_factory.mktemp("still") / "tiny")
+    with seeding.scoped_seed(STILL_SEED):
+        keras_hub.models.BertBackbone(
+            vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16,
+            intermediate_dim=32, max_sequence_length=64, dropout=0.0
+        ).save_to_preset(path)
+    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, still_preset):
     """Tiny trained runs on the synthetic corpus (which leaks gender and
-    age through word choice): clean, heavily noised, and token-level.
+    age through word choice) from `still_preset`: clean, heavily noised,
+    and token-level.
 
     Only the clean run's encoder must learn (its attackers must see the
-    leak): it trains 2 epochs as the product does (its 50 traced steps).
-    The others only produce artefacts: 1 epoch on the first 64 train and
-    16 dev texts of `corpus`, eagerly (tests/eager_training.py: for their
-    2 steps, cheaper than tracing fit's steps). The heavily noised one's
-    release at epsilon 0.01 carries nothing whatever it learned; it is
-    evaluated on `heavy_corpus` (400 test texts: see
-    test_attackers_see_clean_leak_and_not_heavy_noise). The token-level
-    runs' users' texts are released once through the user side (what they
-    cost): the tests read their releases of `corpus`, and membership
-    inference the first 60 texts of the release t2t trained on."""
+    leak): it trains 1 epoch as the product does (its 25 traced steps;
+    test accuracy 1.0). The others only produce artefacts: 1 epoch on the
+    first 64 train and 16 dev texts of `corpus`, eagerly
+    (tests/eager_training.py: for their 2 steps, cheaper than tracing
+    fit's steps). The heavily noised one's release at epsilon 0.01
+    carries nothing whatever it learned; it is evaluated on `heavy_corpus`
+    (400 test texts: see test_attackers_see_clean_leak_and_not_heavy_noise).
+    The token-level runs' users' texts are released once through the user
+    side (what they cost): the tests read their releases of `corpus`, and
+    membership inference the first 60 texts of the release t2t trained
+    on."""
     base = tmp_path_factory.mktemp("eval")
     corpus = data.load_synthetic(num_examples=1000)
     out = {"base": base, "corpus": corpus,
            "heavy_corpus": data.load_synthetic(num_examples=4000)}
     few = {"epochs": 1, "max_train_examples": 64, "max_dev_examples": 16}
     for name, kwargs in (
-            ("none", {"mode": "none", "epochs": 2}),
+            ("none", {"mode": "none", "epochs": 1}),
             ("heavy", {"mode": "robust", "epsilon": 0.01, **few}),
             ("t2t", {"mode": "text_to_text", "eta": 20.0, **few}),
             ("token", {"mode": "token_rep", "eta": 20.0, **few})):
-        config = training.TrainConfig(preset=tiny_preset, max_length=16,
+        config = training.TrainConfig(preset=still_preset, max_length=16,
                                       batch_size=32, learning_rate=3e-3,
                                       **kwargs)
         out[name] = str(base / name)
@@ -74,8 +105,9 @@ def _evaluate(runs, name, output="", **kwargs):
 
 
 # DPNR's MLP attacker trained at most 10 epochs (default 50, early-stopped
-# on dev loss): on the clean run's release it reaches 0.66 on gender
-# against 0.70 at 50 (majority 0.42), for a third of the CPU.
+# on dev loss): on the clean run's release it reached 0.66 on gender
+# against 0.70 at 50 (majority 0.42), for a third of the CPU (measured on
+# an earlier run from an unseeded tiny encoder).
 ATTACKER_EPOCHS = 10
 
 
@@ -103,7 +135,8 @@ def test_attackers_see_clean_leak_and_not_heavy_noise(runs, clean_eval):
     out, clean, epochs = clean_eval
     gender = clean["attack"]["per_attribute"]["gender"]["mlp"]
     # The tiny encoder keeps part of the leak: above majority (n = 100,
-    # standard error about 0.05; the trained encoder varies run to run).
+    # standard error about 0.05). 0.61 measured: the run and its attacker
+    # are seeded (`still_preset`), so this is the same number every time.
     assert gender["accuracy"]["mean"] > gender["majority_accuracy"] + 0.05
     assert gender["n_train"] == 800 and gender["n_test"] == 100
     # --attacker_epochs reached both attackers and is recorded (absent
@@ -129,7 +162,7 @@ def test_attackers_see_clean_leak_and_not_heavy_noise(runs, clean_eval):
         assert abs(r["roc_auc"]["mean"] - 0.5) < 0.2
     # (The majority guesses score 0.54 and 0.495 on heavy_corpus' test
     # split, 0.42 and 0.46 on the corpus': the clean attacker's reading of
-    # gender, 0.66 measured, is what keeps the clean run below.)
+    # gender, 0.61 measured, is what keeps the clean run below.)
     privacy = noisy["attack"]["empirical_privacy"]["demographic"]
     assert privacy["strongest"] > \
         clean["attack"]["empirical_privacy"]["demographic"]["strongest"]
