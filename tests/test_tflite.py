@@ -234,7 +234,8 @@ def test_convert_walks_for_lookup_tables_only_when_needed(converted,
     """`convert` leaves the model untracked (no walk for lookup tables) and
     makes what the tracking route (`model.export`'s) makes but for tensor
     names; a model holding a lookup table is converted again with the walk,
-    which it needs; a bad `track` is refused."""
+    which it needs, or walked only where the caller says the table is; a
+    bad `track` is refused."""
     model = _models()["laplace"]
     assert _without_tensor_names(converted["laplace"]) == \
         _without_tensor_names(export.convert(model, track=True))
@@ -253,5 +254,18 @@ def test_convert_walks_for_lookup_tables_only_when_needed(converted,
     assert routes == [False, True]
     assert "FlexLookupTableFindV2" in {op.name
                                        for op in tflite.operators(flat)}
-    with pytest.raises(ValueError, match="`track` must be"):
-        export.convert(model, track="yes")
+    # Walking only the layer that holds the table (what the exporter does
+    # for its string-in model) tracks the table, in one conversion: the
+    # same operators (the Flex ops' node definitions hold per-process
+    # names, so two conversions in one process differ there; the exporter's
+    # string-in .tflite was compared byte for byte, each route in a fresh
+    # process).
+    [table_layer] = [layer for layer in lookup.layers
+                     if isinstance(layer, keras.layers.IntegerLookup)]
+    routes.clear()
+    walked = export.convert(lookup, builtins_only=False, track=[table_layer])
+    assert routes == [[table_layer]]
+    assert tflite.operators(walked) == tflite.operators(flat)
+    for bad in ("yes", [], [model, "x"]):
+        with pytest.raises(ValueError, match="`track` must be"):
+            export.convert(model, track=bad)

@@ -14,6 +14,9 @@ import tensorflow as tf
 TFTEXT_CUSTOM_OPS = ("FastBertNormalize", "FastWordpieceTokenizer",
                      "FastWordpieceTokenizeWithOffsets",
                      "FastWordpieceDetokenizer")
+# The name of the StringToFeatures layer in `text_input_model`: the only
+# layer of the string-in model that holds lookup tables.
+TOKENIZER_LAYER = "tokenizer"
 
 
 class StringToFeatures(keras.layers.Layer):
@@ -61,7 +64,7 @@ def text_input_model(phone, tokenizer):
     any)."""
     text = keras.Input((), batch_size=1, dtype="string", name="text")
     inputs = {"text": text}
-    features = StringToFeatures(tokenizer, name="tokenizer")(text)
+    features = StringToFeatures(tokenizer, name=TOKENIZER_LAYER)(text)
     feed = dict(features)
     for name, tensor in phone.input.items():
         if name not in feed:

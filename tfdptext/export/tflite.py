@@ -74,16 +74,26 @@ def convert(model, quantize=False, builtins_only=True, custom_ops=False,
             names, for about half the CPU time of a small phone model:
             tests/test_tflite.py); None (default): not, and again with
             the walk if the SavedModel writer finds a resource the walk
-            would have tracked.
+            would have tracked. A list of the model's layers walks those
+            only, for a caller that knows the rest holds no lookup table
+            (the exporter's string-in model: its phone model was saved
+            untracked just before); the walk of a whole model traces every
+            Keras model inside it again, most of the conversion's CPU time
+            for the string-in model.
 
     Example:
     >>> x = keras.Input((16,), name="x")
     >>> model = keras.Model(x, layers.LaplaceNoise(1.0)(x))
     >>> tflite_bytes = convert(model)
     """
-    if track not in (None, True, False):
-        raise ValueError(f"`track` must be None, True or False, got "
-                         f"{track!r}.")
+    if isinstance(track, (list, tuple)):
+        if not track or not all(isinstance(layer, keras.layers.Layer)
+                                for layer in track):
+            raise ValueError(f"`track` must be None, True, False or a "
+                             f"non-empty list of layers, got {track!r}.")
+    elif track not in (None, True, False):
+        raise ValueError(f"`track` must be None, True, False or a list of "
+                         f"layers, got {track!r}.")
     batch_size = _check_batch_size(batch_size)
     options = dict(quantize=quantize, builtins_only=builtins_only,
                    custom_ops=custom_ops, temp_dir=temp_dir)
@@ -136,12 +146,16 @@ _SERVING = "serving_default"
 def _convert_archive(models, batch_size, *, track, quantize, builtins_only,
                      custom_ops, temp_dir):
     """{signature key: model} through one ExportArchive (each model
-    `track`ed if `track`), its SavedModel and the converter."""
+    `track`ed if `track` is True; the layers listed if it is a list), its
+    SavedModel and the converter."""
     with _saved_model_dir(temp_dir) as saved:
         if track:
             archive = keras.export.ExportArchive()
+            for layer in (track if isinstance(track, (list, tuple)) else ()):
+                archive.track(layer)
             for key, model in models.items():
-                archive.track(model)
+                if track is True:
+                    archive.track(model)
                 archive.add_endpoint(
                     key, _endpoint(model),
                     input_signature=_input_signature(model, batch_size))
