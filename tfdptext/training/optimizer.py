@@ -7,17 +7,16 @@ ops). In a traced train step each is a graph op built in Python, so a
 model of n variables builds them n times. On the tiny 1-layer BERT of the
 tests (23 variables) the trace of the update took a median 0.84 CPU-s with
 them built once against 1.10 (8 traces each, interleaved, on a loaded
-2-core machine, 2026-11-28; see the docstring of
-tests/test_training.py's `test_shared_terms_adamw_updates_as_keras_adamw`). The ops, their inputs
-and their order are Keras' own, so the updates are bit-identical; the
-state (moments, iteration count) is AdamW's, under the same paths, so
-checkpoints load either way.
+2-core machine, 2026-11-28). The ops, their inputs and their order are
+Keras' own, so the updates are bit-identical; the state (moments,
+iteration count) is AdamW's, named as an AdamW's, so checkpoints load
+either way (tests/test_training.py,
+`test_shared_terms_adamw_updates_as_keras_adamw`).
 """
 
 import keras
 from keras import ops
 from keras.src.utils import naming
-
 
 
 @keras.saving.register_keras_serializable(package="tfdptext")
@@ -32,10 +31,10 @@ class SharedTermsAdamW(keras.optimizers.AdamW):
     >>> model.compile(optimizer=optimizer, loss="mse")
     """
 
-    def __init__(self, learning_rate=0.001, *, name=None, **kwargs):
+    def __init__(self, *args, name=None, **kwargs):
         # Unnamed, it is named as an AdamW would be ("adam_w", then
         # "adam_w_1", ...: the prefix of its variables' paths).
-        super().__init__(learning_rate, name=name or naming.auto_name(
+        super().__init__(*args, name=name or naming.auto_name(
             keras.optimizers.AdamW.__name__), **kwargs)
         self._step_terms = None
 
