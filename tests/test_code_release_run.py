@@ -71,13 +71,16 @@ def runs(tmp_path_factory, tiny_preset, runs_corpus):
 
 def test_a_code_without_noise_trains_as_well_as_mode_none(
         runs, tiny_preset, runs_corpus, tmp_path):
+    # 4 epochs, as the reference: the code run's dev accuracy is 1.0 from
+    # its third (0.56, 0.87, 1.0, 1.0; the same in 3 runs, 2026-11-28;
+    # 6 epochs were 0.56, 0.93, 1.0, ...) and its test accuracy 1.0.
     metrics = training.train(
-        _config(tiny_preset, mode="none", release="code", epochs=6),
+        _config(tiny_preset, mode="none", release="code", epochs=4),
         str(tmp_path / "code"), dataset=runs_corpus, verbose=0)
     accuracy = {"code": metrics["test_accuracy"], "none": json.load(open(
         os.path.join(runs["none"], rundir.METRICS)))["test_accuracy"]}
     # The reference has converged (its 4 epochs reach what 6 did), so the
-    # code's 6 epochs are compared with mode none at its best.
+    # code's run is compared with mode none at its best.
     assert accuracy["none"] >= 0.99, accuracy
     assert accuracy["code"] >= accuracy["none"] - 0.01, accuracy
 

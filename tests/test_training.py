@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -705,3 +706,109 @@ def test_policy_restored_when_train_returns_or_raises(tiny_preset, corpus,
                        str(tmp_path / "gpu"), dataset=corpus, verbose=0)
     assert seen == ["mixed_float16"]
     assert keras.mixed_precision.global_policy().name == before
+
+
+def _adamw_pair_model(seed, optimizer_class):
+    """A model with an embedding (sparse gradients) and a dense layer,
+    initialised from `seed`, its variables' paths the same each time,
+    compiled with `optimizer_class` on a warm-up/decay schedule."""
+    from tfdptext.training import schedules
+
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((3,), dtype="int32"),
+                             keras.layers.Embedding(50, 4, name="embed"),
+                             keras.layers.Flatten(name="flat"),
+                             keras.layers.Dense(2, name="dense")],
+                            name="pair")
+    model.compile(optimizer=optimizer_class(schedules.WarmupDecay(
+        0.05, total_steps=6, warmup_steps=2)),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _paths_and_values(model):
+    """{path: value} of a model's and its optimizer's variables, the names
+    Keras numbers per process ("adam_w_1") read as ADAMW and (mixed
+    float16) LOSS_SCALE."""
+    optimizer = model.optimizer
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    names = {optimizer.name: "LOSS_SCALE", inner.name: "ADAMW"}
+    return {"/".join(names.get(part, part) for part in v.path.split("/")):
+            np.array(v.numpy())
+            for v in model.weights + optimizer.variables}
+
+
+def _traced_steps(model, x, y, batch_size=4):
+    """Keras' train step without `fit`'s machinery: one trace of the loss,
+    its (loss-scaled) gradients (the embedding's sparse) and the compiled
+    optimizer's `apply`, run on each batch in order."""
+    import tensorflow as tf
+
+    optimizer = model.optimizer
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss(x, y, model(x, training=True))
+            scaled = optimizer.scale_loss(loss)
+        optimizer.apply(tape.gradient(scaled, model.trainable_variables),
+                        model.trainable_variables)
+
+    for start in range(0, len(x), batch_size):
+        step(x[start:start + batch_size], y[start:start + batch_size])
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_shared_terms_adamw_updates_as_keras_adamw(policy, tmp_path):
+    """Six traced steps (a warm-up and a decay that change the rate every
+    step), then one eager `apply`: the same
+    weights and optimizer state, bit for bit, under the same variable
+    paths, and a checkpoint of one loads into the other. Mixed float16:
+    the policy of a run on a GPU (the loss-scaled optimizer wraps it).
+    The trace cost it saves (measured A/B, an optimizer update of the
+    tiny BERT's 23 variables traced 8 times each, interleaved, on the
+    loaded 2-core machine, 2026-11-28): median 1.10 -> 0.84 CPU-s."""
+    from tfdptext.training import devices
+    from tfdptext.training.optimizer import SharedTermsAdamW
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 50, (24, 3)).astype("int32")
+    y = rng.integers(0, 2, 24)
+    results = {}
+    with devices.precision_policy(None if policy == "float32" else policy):
+        for cls in (keras.optimizers.AdamW, SharedTermsAdamW):
+            model = _adamw_pair_model(7, cls)
+            optimizer = model.optimizer
+            _traced_steps(model, x, y)
+            inner = getattr(optimizer, "inner_optimizer", optimizer)
+            assert isinstance(inner, cls)
+            grads = [np.full(v.shape, 0.5, "float32")
+                     for v in model.trainable_variables]
+            optimizer.apply(grads, model.trainable_variables)
+            # Paths with the optimizer's own name as Keras numbers it
+            # ("adam_w", "adam_w_1", ...: the same for both classes).
+            assert re.fullmatch(r"adam_w(_\d+)?", inner.name), inner.name
+            results[cls] = _paths_and_values(model)
+            model.save_weights(str(tmp_path / f"{cls.__name__}.weights.h5"))
+        # Each optimizer's checkpoint loads into a model compiled with
+        # the other (the trainer's resume: `load_weights` with the
+        # optimizer's state).
+        loaded = {}
+        for source, cls in (("AdamW", SharedTermsAdamW),
+                            ("SharedTermsAdamW", keras.optimizers.AdamW)):
+            model = _adamw_pair_model(8, cls)
+            model.optimizer.build(model.trainable_variables)
+            model.load_weights(str(tmp_path / f"{source}.weights.h5"))
+            loaded[source] = _paths_and_values(model)
+            # In the saved order (an optimizer built before `fit` names
+            # its slots under the loss scale's scope: Keras' own way).
+            for value, saved in zip(loaded[source].values(),
+                                    results[keras.optimizers.AdamW].values(),
+                                    strict=True):
+                np.testing.assert_array_equal(value, saved)
+        assert list(loaded["AdamW"]) == list(loaded["SharedTermsAdamW"])
+    stock, shared = results.values()
+    assert list(stock) == list(shared)
+    assert int(stock["ADAMW/iteration"]) == 7
+    for path in stock:
+        np.testing.assert_array_equal(shared[path], stock[path], path)

@@ -48,6 +48,7 @@ from tfdptext.training import schedules
 from tfdptext.training import user_release
 from tfdptext.training.builder import build_split
 from tfdptext.training.config import TrainConfig
+from tfdptext.training.optimizer import SharedTermsAdamW
 from tfdptext.version import __version__
 
 # check_output_dir's verdicts.
@@ -228,7 +229,7 @@ def _compile(model, config, *, steps_per_epoch, loss):
     """Step 2, inside the strategy's scope: AdamW on the run's learning-rate
     schedule, `loss`, accuracy per output. Returns the schedule."""
     schedule = schedules.run_schedule(config, steps_per_epoch)
-    optimizer = keras.optimizers.AdamW(schedule)
+    optimizer = SharedTermsAdamW(schedule)
     if isinstance(model.output, dict):  # mode adv
         metrics = {name: ["accuracy"] for name in model.output}
     else:
