@@ -21,16 +21,30 @@ def fix_threads(threads):
         os.environ[name] = str(threads)
 
 
-def cpu_name():
-    """The CPU model from /proc/cpuinfo, and the number of cores."""
+def cpu_name(cpuinfo="/proc/cpuinfo"):
+    """The CPU model from /proc/cpuinfo with its family, model and widest
+    vector instructions (a VM's "AMD EPYC" has been both an AVX2-only and
+    an AVX-512 part, at different speeds), and the number of cores."""
+    fields = {}
     try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f
-                     if line.startswith("model name")]
+        with open(cpuinfo) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
-        names = []
-    return f"{names[0] if names else platform.processor()}, " \
-           f"{os.cpu_count()} cores"
+        pass
+    name = fields.get("model name") or platform.processor() or "unknown CPU"
+    details = []
+    if "cpu family" in fields and "model" in fields:
+        details.append(f"family {fields['cpu family']}, model "
+                       f"{fields['model']}")
+    flags = set(fields.get("flags", "").split())
+    if flags:
+        details.append("AVX-512" if "avx512f" in flags else
+                       "AVX2, no AVX-512" if "avx2" in flags else
+                       "no AVX2")
+    return (f"{name}{' (' + '; '.join(details) + ')' if details else ''}, "
+            f"{os.cpu_count()} cores")
 
 
 def versions(packages):

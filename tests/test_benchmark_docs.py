@@ -127,6 +127,22 @@ def test_write_json_keeps_the_result_with_its_provenance(tmp_path,
         machine.write_json(None, {}, name="../escape")
 
 
+def test_the_machine_names_its_cpu_model_and_vector_width(tmp_path):
+    info = tmp_path / "cpuinfo"
+    core = ("processor\t: {i}\ncpu family\t: 25\nmodel\t\t: {m}\n"
+            "model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 {x}\n\n")
+    info.write_text(core.format(i=0, m=17, x="avx512f avx512bw") +
+                    core.format(i=1, m=17, x="avx512f avx512bw"))
+    cores = os.cpu_count()
+    assert machine.cpu_name(str(info)) == (
+        f"AMD EPYC (family 25, model 17; AVX-512), {cores} cores")
+    info.write_text(core.format(i=0, m=1, x=""))
+    assert machine.cpu_name(str(info)) == (
+        f"AMD EPYC (family 25, model 1; AVX2, no AVX-512), {cores} cores")
+    assert machine.cpu_name(str(tmp_path / "missing")).endswith(
+        f", {cores} cores")
+
+
 def test_the_commit_ignores_results_written_by_the_run(tmp_path,
                                                        monkeypatch):
     # A run that writes two results: the second record's commit is still
