@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from tfdptext.errors import TfdptextError
+import still_preset as still_preset_lib
 import zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -329,42 +330,8 @@ def still_preset(tmp_path_factory):
     float operations), its weights drawn from a fixed seed: an unseeded
     draw made how well the tiny model learns vary from one suite run to
     the next (test accuracy 0.79 to 0.95 on the same data)."""
-    import shutil
-
-    import keras
-    import keras_hub
-
-    from tfdptext import models
-
-    path = str(tmp_path_factory.mktemp("still") / "tiny")
-    keras.utils.set_random_seed(20261126)
-    try:
-        keras_hub.models.BertBackbone(
-            vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16,
-            intermediate_dim=32, max_sequence_length=64, dropout=0.0
-        ).save_to_preset(path)
-    finally:
-        # The global seeds would otherwise stay set in this worker: every
-        # later export in it would hold seeded random ops (and refuse).
-        _forget_global_seeds()
-    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
-    return path
-
-
-def _forget_global_seeds():
-    """Undoes keras.utils.set_random_seed: Python's, numpy's, TensorFlow's
-    and Keras's global seeds back to unset."""
-    import random
-
-    import numpy as np
-    import tensorflow as tf
-    from keras.src.backend.common import global_state
-
-    random.seed()
-    np.random.seed()
-    tf.random.set_seed(None)
-    global_state.set_global_attribute("global_random_seed", None)
-    global_state.set_global_attribute("global_seed_generator", None)
+    return still_preset_lib.save(
+        str(tmp_path_factory.mktemp("still") / "tiny"), 20261126)
 
 
 class _Forked:

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import eager_training
 import pytest
+import still_preset as still_preset_lib
 import zygote
 
 from tfdptext import data
@@ -38,19 +39,8 @@ def still_preset(tmp_path_factory):
     leak the clean run keeps vary from one suite run to the next (its
     attacker read gender at 0.52 to 0.61 over three seeds, 1, 7 and
     STILL_SEED, against 0.47 asserted); the runs' own seeds (`TrainConfig.seed`) fix the rest."""
-    import keras_hub
-
-    from tfdptext import models
-    from tfdptext import seeding
-
-    path = str(tmp_path_factory.mktemp("still") / "tiny")
-    with seeding.scoped_seed(STILL_SEED):
-        keras_hub.models.BertBackbone(
-            vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=16,
-            intermediate_dim=32, max_sequence_length=64, dropout=0.0
-        ).save_to_preset(path)
-    shutil.copy(os.path.join(models.minilm_directory(), "vocab.txt"), path)
-    return path
+    return still_preset_lib.save(
+        str(tmp_path_factory.mktemp("still") / "tiny"), STILL_SEED)
 
 
 @pytest.fixture(scope="module")
