@@ -87,13 +87,13 @@ def convert(model, quantize=False, builtins_only=True, custom_ops=False,
     >>> tflite_bytes = convert(model)
     """
     if isinstance(track, (list, tuple)):
-        if not track or not all(isinstance(layer, keras.layers.Layer)
-                                for layer in track):
-            raise ValueError(f"`track` must be None, True, False or a "
-                             f"non-empty list of layers, got {track!r}.")
-    elif track not in (None, True, False):
-        raise ValueError(f"`track` must be None, True, False or a list of "
-                         f"layers, got {track!r}.")
+        valid = bool(track) and all(isinstance(layer, keras.layers.Layer)
+                                    for layer in track)
+    else:
+        valid = track in (None, True, False)
+    if not valid:
+        raise ValueError(f"`track` must be None, True, False or a non-empty "
+                         f"list of layers, got {track!r}.")
     batch_size = _check_batch_size(batch_size)
     options = dict(quantize=quantize, builtins_only=builtins_only,
                    custom_ops=custom_ops, temp_dir=temp_dir)
