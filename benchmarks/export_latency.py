@@ -8,7 +8,7 @@ in ai-edge-litert's plain Interpreter with 1 and 2 threads. Also times the
 server side (as the exported SavedModel signature, any length) in
 predictions per second.
 
-    python benchmarks/export_latency.py --max_length=128 --invokes=200
+    python benchmarks/export_latency.py --max_length=128 --rounds=30 --block=10
 
 `--noise_source` picks the phone model's randomness: `input` (the default
 export: `random_words` from the app, checked in the graph) and/or
@@ -52,7 +52,6 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("max_length", 128, "Sequence length.")
-flags.DEFINE_integer("invokes", 200, "Timed invokes per setting.")
 flags.DEFINE_integer("server_batch", 256, "Server batch size.")
 flags.DEFINE_multi_string("split", ["sequence_representation",
                                     "token_representation"],
@@ -67,9 +66,9 @@ flags.DEFINE_list("lengths", None, "Measure the phone model at these input "
                   "fixed-length table.")
 flags.DEFINE_integer("input_tokens", 16, "With --lengths: tokens of the "
                      "timed input, [CLS] and [SEP] included.")
-flags.DEFINE_integer("rounds", 30, "With --lengths: round-robin rounds.")
-flags.DEFINE_integer("block", 10, "With --lengths: timed invokes per "
-                     "setting per round.")
+flags.DEFINE_integer("rounds", 30, "Round-robin rounds (every setting "
+                     "once a round).")
+flags.DEFINE_integer("block", 10, "Timed invokes per setting per round.")
 flags.DEFINE_list("table_names", [], "The docs' regions the printed "
                   "tables fill, in the order printed ('' skips one): each "
                   "is written as benchmarks/results/NAME.json.")
@@ -78,22 +77,6 @@ flags.DEFINE_bool("compare_separate", True, "With --lengths: also convert "
 
 TEXT = ("the quarterly report said revenue grew while costs fell , and "
         "analysts expect the company to raise its forecast again ") * 4
-
-
-def _latency(tflite_bytes, feed, threads, invokes):
-    import numpy as np
-    from ai_edge_litert.interpreter import Interpreter
-
-    runner = Interpreter(model_content=tflite_bytes,
-                         num_threads=threads).get_signature_runner()
-    for _ in range(10):
-        runner(**feed)
-    times = []
-    for _ in range(invokes):
-        start = time.perf_counter()
-        runner(**feed)
-        times.append(time.perf_counter() - start)
-    return np.percentile(times, 50) * 1e3, np.percentile(times, 95) * 1e3
 
 
 def _dpnr_and_plain_users():
@@ -274,8 +257,13 @@ def lengths_benchmark(lengths):
 
 
 def fixed_length_table(features):
-    """The size and latency table at one length (--max_length); returns
-    the server rows to time: (name, split)."""
+    """The size and latency table at one length (--max_length), every
+    setting timed round-robin (`_round_robin`, --rounds blocks of --block
+    invokes, one thread count at a time): p50 and p95 of all invokes, and
+    the range (min to max) of the rounds' medians. Returns the server rows
+    to time: (name, split)."""
+    from ai_edge_litert.interpreter import Interpreter
+
     from tfdptext import layers, models
     from tfdptext.export import exporter, tflite
     from tfdptext.models import secure
@@ -283,13 +271,7 @@ def fixed_length_table(features):
     length = FLAGS.max_length
     feed = {"token_ids": features["token_ids"].numpy(),
             "padding_mask": features["padding_mask"].numpy()}
-    print(f"{datetime.date.today().isoformat()}; MiniLM-L6-H384, length "
-          f"{length}, batch 1, {FLAGS.invokes} invokes after 10 warm-up; "
-          f"{int(feed['padding_mask'].sum())} real tokens")
-    print("| user model | randomness | weights | size MiB | threads | p50 ms "
-          "| p95 ms |")
-    print("|---|---|---|---|---|---|---|")
-    splits = []
+    splits, settings = [], {}
     for split_point in FLAGS.split:
         backbone = models.load_backbone()
         if split_point == "sequence_representation":
@@ -314,11 +296,28 @@ def fixed_length_table(features):
                     phone, quantize=weights == "int8", batch_size=1)
                 tflite.check_unseeded_builtins(model_bytes)
                 for threads in (1, 2):
-                    p50, p95 = _latency(model_bytes, model_feed, threads,
-                                        FLAGS.invokes)
-                    print(f"| {name} | {source} | {weights} | "
-                          f"{len(model_bytes) / 2**20:.1f} | {threads} | "
-                          f"{p50:.2f} | {p95:.2f} |")
+                    runner = Interpreter(
+                        model_content=model_bytes,
+                        num_threads=threads).get_signature_runner()
+                    settings[name, source, weights, threads] = (
+                        len(model_bytes), _Setting(name, runner, model_feed))
+    for threads in (1, 2):  # as in lengths_benchmark
+        _round_robin([s for key, (_, s) in settings.items()
+                      if key[3] == threads], FLAGS.rounds, FLAGS.block)
+    print(f"{datetime.date.today().isoformat()}; {host.cpu_name()}; "
+          f"MiniLM-L6-H384, length {length}, batch 1; "
+          f"{int(feed['padding_mask'].sum())} real tokens; {FLAGS.rounds} "
+          f"rounds x {FLAGS.block} invokes per setting, round-robin")
+    print("| user model | randomness | weights | size MiB | threads | p50 ms "
+          "| round medians ms (min to max) | p95 ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (name, source, weights, threads), (size, setting) in \
+            settings.items():
+        p50, p95 = setting.percentiles()
+        medians = setting.round_medians() * 1e3
+        print(f"| {name} | {source} | {weights} | {size / 2**20:.1f} | "
+              f"{threads} | {p50:.2f} | {medians.min():.2f} to "
+              f"{medians.max():.2f} | {p95:.2f} |")
     return splits
 
 
