@@ -318,7 +318,10 @@ def main(argv):
             case, privatizer,
             code_sentences if case.startswith("brr") else sentences)
     result["load_average_end"] = os.getloadavg()
-    machine.write_json(FLAGS.json_out, result)
+    # The two modes' raw records: small_calls (calls of --ids_per_call
+    # ids) and small_calls_sentences (calls of --call_sizes sentences).
+    raw = "small_calls" if FLAGS.ids_per_call else "small_calls_sentences"
+    machine.write_json(FLAGS.json_out, result, name=raw)
     if FLAGS.ids_per_call and len(FLAGS.ids_per_call) > 1:
         # The docs' two tables (benchmarks/docs_tables.py writes them).
         scan_table, ratio_table = size_tables(result)
@@ -327,8 +330,8 @@ def main(argv):
         machine.write_json(None, {"from": "small_calls"},
                            name="small-calls-int8-ratio", table=ratio_table)
     else:
-        machine.write_json(None, {"from": "small_calls"},
-                           name="small-calls", table=sentence_table(result))
+        machine.write_json(None, {"from": raw}, name="small-calls",
+                           table=sentence_table(result))
     print(markdown(result))
 
 
