@@ -167,9 +167,10 @@ def test_attacker_logits_are_keras_predict_bit_for_bit():
 
 def test_attacker_reusing_a_compiled_model_trains_as_a_fresh_one():
     """A Keras attacker fitted on a cached compiled model (weights,
-    normalization, dropout seed state and optimizer put back) gives the
-    fresh model's probabilities bit for bit, after another fit of the
-    same architecture changed all of them."""
+    dropout seed state and optimizer put back) gives the fresh model's
+    probabilities bit for bit, after a fit of the same architecture on
+    other data (other standardization statistics) compiled and traced
+    it."""
     from tfdptext.evaluation import attacker_models
 
     rng = np.random.default_rng(4)
@@ -178,15 +179,70 @@ def test_attacker_reusing_a_compiled_model_trains_as_a_fresh_one():
     kwargs = dict(hidden=(8, 8), dropout=0.3, standardize=True, epochs=3,
                   batch_size=20)
     attacker_models._COMPILED.clear()
-    fresh = attacker_models.fit_keras_mlp(xa, ya, xb, yb, xc, 2, seed=5,
-                                          **kwargs)
-    (model, _), = attacker_models._COMPILED.values()
     attacker_models.fit_keras_mlp(xb, yb, xa, ya, xc, 2, seed=6, **kwargs)
+    (model, _), = attacker_models._COMPILED.values()
     reused = attacker_models.fit_keras_mlp(xa, ya, xb, yb, xc, 2, seed=5,
                                            **kwargs)
     (same, _), = attacker_models._COMPILED.values()
     assert same is model
+    attacker_models._COMPILED.clear()
+    fresh = attacker_models.fit_keras_mlp(xa, ya, xb, yb, xc, 2, seed=5,
+                                          **kwargs)
     np.testing.assert_array_equal(reused, fresh)
+
+
+def test_attacker_fit_loop_is_keras_fit_bit_for_bit(monkeypatch):
+    """The attackers' training loop (no tf.data) trains as Keras' `fit`
+    does, bit for bit: the same shuffled order, partial batches of both
+    splits, dropout, and the same early stop and
+    restored best weights."""
+    import keras
+
+    from tfdptext.evaluation import attacker_models
+
+    stops = []
+    record = keras.callbacks.EarlyStopping.on_train_end
+
+    def on_train_end(self, logs=None):
+        stops.append((self.stopped_epoch, self.best_epoch))
+        return record(self, logs)
+
+    def keras_fit(model, x_train, y_train, x_dev, y_dev, epochs,
+                  batch_size, early_stopping):
+        model.fit(x_train, y_train, validation_data=(x_dev, y_dev),
+                  epochs=epochs, batch_size=batch_size, verbose=0,
+                  callbacks=[early_stopping])
+
+    monkeypatch.setattr(keras.callbacks.EarlyStopping, "on_train_end",
+                        on_train_end)
+    rng = np.random.default_rng(8)
+    # No leak: the dev loss is lowest after epoch 4 of 20, the fit stops
+    # after epoch 6. Batches of
+    # 16 leave partial ones in both splits (50 = 3 * 16 + 2, 30 = 16 + 14).
+    # The architecture of the tests above (its compiled model reused).
+    splits = []
+    for n in (50, 30, 10):
+        splits += [rng.normal(size=(n, 16)).astype(np.float32) * 0.3,
+                   rng.integers(0, 2, n)]
+    splits = (*splits[:5], 2)
+    kwargs = dict(hidden=(8, 8), dropout=0.3, standardize=True, epochs=20,
+                  batch_size=16, patience=2, seed=2)
+    ours = attacker_models.fit_keras_mlp(*splits, **kwargs)
+    monkeypatch.setattr(attacker_models, "_fit", keras_fit)
+    theirs = attacker_models.fit_keras_mlp(*splits, **kwargs)
+    np.testing.assert_array_equal(ours, theirs)
+    # Stopped early, after its best epoch (whose weights both restored).
+    assert (5, 3) == stops[0] == stops[1]
+    # The shuffle is one seeded permutation, another for another seed.
+    from tfdptext import seeding
+
+    orders = []
+    for seed in (2, 2, 3):
+        with seeding.scoped_seed(seed):
+            orders.append(attacker_models._fit_order(50))
+    assert sorted(orders[0]) == list(range(50))
+    assert (orders[0] == orders[1]).all() and (orders[0] != orders[2]).any()
+    assert (orders[0] != np.arange(50)).any()
 
 
 def test_attacker_rejects_unknown_kind_and_bad_input():

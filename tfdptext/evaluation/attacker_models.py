@@ -34,11 +34,9 @@ def fit_keras_mlp(x_train, y_train, x_dev, y_dev, x_test, num_classes,
 
     # Seeded weights, but no TF global seed left for later noise ops.
     with seeding.scoped_seed(seed):
-        layers = [keras.Input((x_train.shape[1],))]
         if standardize:
-            norm = keras.layers.Normalization()
-            norm.adapt(x_train)
-            layers.append(norm)
+            x_train, x_dev, x_test = _standardized(x_train, x_dev, x_test)
+        layers = [keras.Input((x_train.shape[1],))]
         for units in hidden:
             layers.append(keras.layers.Dense(units, activation="relu"))
             if dropout:
@@ -47,13 +45,94 @@ def fit_keras_mlp(x_train, y_train, x_dev, y_dev, x_test, num_classes,
         model = _compiled(keras.Sequential(layers), (
             x_train.shape[1], tuple(hidden), dropout, standardize,
             num_classes, keras.config.dtype_policy().name, learning_rate))
-        model.fit(x_train, y_train, validation_data=(x_dev, y_dev),
-                  epochs=epochs, batch_size=batch_size, verbose=0,
-                  callbacks=[keras.callbacks.EarlyStopping(
-                      patience=patience, restore_best_weights=True)])
+        _fit(model, x_train, y_train, x_dev, y_dev, epochs, batch_size,
+             keras.callbacks.EarlyStopping(patience=patience,
+                                           restore_best_weights=True))
         logits = _eager_logits(model, x_test)
     shifted = logits - logits.max(axis=1, keepdims=True)
     return np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+
+
+def _standardized(x_train, *others):
+    """`x_train` and `others` standardized by the mean and variance of
+    `x_train`: what a Keras Normalization layer adapted to `x_train`
+    computes (the same values, element by element, as that layer inside
+    the model).
+
+    Outside the model: the layer computes with tensors it sets when
+    adapted, not with its variables, so a cached model's traced functions
+    would keep standardizing by the statistics of the first data they
+    were traced with.
+    """
+    import keras
+
+    norm = keras.layers.Normalization()
+    norm.adapt(x_train)
+    return [np.asarray(norm(x)) for x in (x_train, *others)]
+
+
+def _fit(model, x_train, y_train, x_dev, y_dev, epochs, batch_size,
+         early_stopping):
+    """`model.fit(x_train, y_train, validation_data=(x_dev, y_dev),
+    epochs=epochs, batch_size=batch_size, callbacks=[early_stopping])`,
+    the same training bit for bit, without tf.data.
+
+    Keras' `fit` builds two tf.data pipelines per call and an iterator
+    over each per epoch (about 40% of a small attacker's fit); this loop
+    feeds `fit`'s batches to the model's own train and test step
+    functions: the train split in `_fit_order` (the order `fit` shuffles
+    it into, the same in every epoch), cut into batches of `batch_size`
+    (the last one partial); the dev split in order; the dev loss as
+    `evaluate` averages it (the loss tracker over the batches); the
+    early-stopping callback called as `fit` calls it.
+    """
+    import tensorflow as tf
+
+    def batches(x, y, order=None):
+        if order is not None:
+            x, y = x[order], y[order]
+        return [(tf.constant(x[start:start + batch_size]),
+                 tf.constant(y[start:start + batch_size]))
+                for start in range(0, len(x), batch_size)]
+
+    train = batches(x_train, y_train, _fit_order(len(x_train)))
+    dev = batches(x_dev, y_dev)
+    model.make_train_function()
+    model.make_test_function()
+    model.stop_training = False
+    early_stopping.set_model(model)
+    early_stopping.on_train_begin()
+    logs = None
+    for epoch in range(epochs):
+        model.reset_metrics()
+        for batch in train:
+            model.train_function([batch])
+        logs = dict(model.get_metrics_result())
+        model.reset_metrics()
+        for batch in dev:
+            model.test_function([batch])
+        logs.update({f"val_{name}": float(value) for name, value in
+                     model.get_metrics_result().items()})
+        early_stopping.on_epoch_end(epoch, logs)
+        if model.stop_training:
+            break
+    model.optimizer.finalize_variable_values(model.trainable_weights)
+    early_stopping.on_train_end(logs)
+
+
+def _fit_order(num_examples):
+    """The order in which Keras' `fit` feeds `num_examples` array
+    examples with `shuffle=True`: its data adapter's permutation, drawn by
+    the same dataset function (a `tf.random.shuffle` of the indices whose
+    seed follows from TensorFlow's global seed alone), which every epoch's
+    iterator draws afresh with the same seed."""
+    import tensorflow as tf
+
+    def permutation(unused):
+        return tf.random.shuffle(tf.range(num_examples, dtype=tf.int64))
+
+    dataset = tf.data.Dataset.range(1).map(permutation)
+    return next(iter(dataset)).numpy()
 
 
 # Compiled Keras attackers by architecture: {key: (model, the optimizer's
@@ -67,11 +146,13 @@ def _compiled(fresh, key):
 
     The first model of an architecture (`key`: input width, hidden
     widths, dropout, standardization, classes, dtype policy, learning
-    rate) is compiled and kept; later fits of that architecture copy every variable of
-    their freshly built, seeded model (weights, normalization statistics
-    and the dropout seed generators' states) into it and put its optimizer
-    back to its initial state: the same training as a fresh model, bit for
-    bit, without tracing the train and test functions once per fit.
+    rate) is compiled and kept; later fits of that architecture copy
+    every variable of their freshly built, seeded model (weights and the
+    dropout seed generators' states; no layer may keep state outside its
+    variables, as Normalization does: see `_standardized`) into it and
+    put its optimizer back to its initial state: the same training as a
+    fresh model, bit for bit, without tracing the train and test
+    functions once per fit.
     """
     import keras
 
