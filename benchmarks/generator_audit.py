@@ -40,8 +40,8 @@ flags.DEFINE_integer("word_releases", 300, "Releases per released "
                      lower_bound=0)
 flags.DEFINE_list("word_models", ["all"], "Phone models "
                   "(word_generators.mechanism_phones), or 'all'.")
-
-NAME = "every-mechanism-s-phone-model-the"
+flags.DEFINE_string("name", "every-mechanism-s-phone-model-the", "The "
+                    "result's name (its docs region).")
 COLUMNS = ["phone model (words, read)", "must be refused: refused",
            "partly bad, exact if released: released by the same channel / "
            "refused / other channel", "good and undetectable: released",
@@ -98,7 +98,7 @@ def main(argv):
     machine.write_json(None, {
         "word_buffers": FLAGS.word_buffers,
         "word_releases": FLAGS.word_releases, "seconds": seconds,
-        "verdicts": verdicts}, name=NAME,
+        "verdicts": verdicts}, name=FLAGS.name,
         table={"columns": COLUMNS, "rows": rows})
     print("\n" + "\n".join("| " + " | ".join(r) + " |" for r in rows))
 
