@@ -19,6 +19,9 @@ and their cost"):
   and of 8-d d_chi (KS of the norm against Gamma(8, 1/eta)) under the
   same buffer kinds. With --channel_baseline, the same on the phone
   models of --baseline_commit (before extraction).
+- --noise_table=NAME: the noise laws alone (8-d Laplace, 8-d d_chi) on
+  the phone models of --baseline_commit (before) and today's (now), the
+  same --noise_draws per buffer kind, written as the docs' table NAME.
 - --cost: for every exported mechanism and length, the phone model as
   tfdptext-export writes it (MiniLM weights as loaded, int8, batch 1,
   one thread) beside the extraction and the checks alone at its layout
@@ -30,6 +33,8 @@ and their cost"):
 
     .venv/bin/python benchmarks/random_words_check.py --false_alarms \\
         --channel --cost --candidates
+    .venv/bin/python benchmarks/random_words_check.py \\
+        --noise_table=random-words-channel-2
 """
 
 import importlib.util
@@ -72,6 +77,10 @@ flags.DEFINE_integer("block", 10, "Invokes per setting per round.")
 flags.DEFINE_string("baseline_commit", "3d066f4",
                     "The commit whose words check --cost times beside "
                     "ours (the check before extraction); '' skips it.")
+flags.DEFINE_string("noise_table", None, "The noise laws alone (8-d "
+                    "Laplace and d_chi, --noise_draws per buffer kind) on "
+                    "the phone models of --baseline_commit and today's, "
+                    "written as the docs' result of this name.")
 flags.DEFINE_bool("channel_baseline", False, "--channel on the phone "
                   "models of --baseline_commit (its secure.py and "
                   "checks, today's layers) instead of today's.")
@@ -239,23 +248,49 @@ def _report_channel():
                 shares, verdict = "-", "-"
             print(f"| {kind} | {value} | {refused:,} | {shares} | "
                   f"{verdict} |", flush=True)
-    for name, layer, law in (
-            ("Laplace, 8-d, epsilon 1 per coordinate",
-             layers.LaplaceNoise(1.0), stats.laplace(scale=1.0).cdf),
-            ("d_chi, 8-d, eta 4 (norm of the noise)",
-             layers.DChiNoise(4.0), stats.gamma(a=8, scale=0.25).cdf)):
-        model = secure.secure_privatizer_model(layer, (8,))
-        width = int(model.input[secure.RANDOM_WORDS].shape[-1])
-        run = _single_row_runner(model)
-        x = np.zeros((1, 8), np.float32)
-        print(f"\n{name} ({width} words per call), "
-              f"{FLAGS.noise_draws:,} releases per buffer kind:\n")
+    for name, rows in _noise_laws(secure, rng).items():
+        print(f"\n{name}, {FLAGS.noise_draws:,} releases per buffer "
+              "kind:\n")
         if "d_chi" in name:
             print("| buffer | refused | KS p of the norms | t-test p of the "
                   "direction's first coordinate (mean 0) |\n|---|---|---|---|")
         else:
             print("| buffer | refused | KS p (all coordinates) | KS p (first "
                   "coordinate) |\n|---|---|---|---|")
+        for kind, (refused, p, p_first) in rows.items():
+            print(f"| {kind} | {refused:,} | "
+                  + (" | ".join(f"{v:.3g}" for v in (p, p_first))
+                     if p is not None else "- | -") + " |", flush=True)
+
+
+NOISE_LAWS = ("Laplace, 8-d, epsilon 1 per coordinate",
+              "d_chi, 8-d, eta 4 (norm of the noise)")
+
+
+def _noise_laws(secure, rng):
+    """{law: {kind: (refused, KS p, first-coordinate p)}} (p None when
+    every release was refused) of 8-d Laplace at epsilon 1 (KS of every
+    coordinate against Lap(1); the first coordinate alone) and 8-d d_chi
+    at eta 4 (KS of the norms against Gamma(8, 1/4); a t-test of the
+    direction's first coordinate), FLAGS.noise_draws releases per kind of
+    CHANNEL_KINDS, each law's phone model built by `secure`'s
+    secure_privatizer_model (today's module or --baseline_commit's)."""
+    import numpy as np
+    from scipy import stats
+
+    from tfdptext import layers
+
+    found = {}
+    for name, layer, law in (
+            (NOISE_LAWS[0], layers.LaplaceNoise(1.0),
+             stats.laplace(scale=1.0).cdf),
+            (NOISE_LAWS[1], layers.DChiNoise(4.0),
+             stats.gamma(a=8, scale=0.25).cdf)):
+        model = secure.secure_privatizer_model(layer, (8,))
+        width = int(model.input[secure.RANDOM_WORDS].shape[-1])
+        run = _single_row_runner(model)
+        x = np.zeros((1, 8), np.float32)
+        rows = found[f"{name} ({width} words per call)"] = {}
         for kind in CHANNEL_KINDS:
             out = np.concatenate([run(x, _kind_buffers(kind, width, rng))
                                   for _ in range(FLAGS.noise_draws)])
@@ -263,7 +298,7 @@ def _report_channel():
             refused = int((~ok).sum())
             noise = out[ok]
             if not len(noise):
-                print(f"| {kind} | {refused:,} | - | - |")
+                rows[kind] = (refused, None, None)
                 continue
             if "d_chi" in name:
                 sample = np.linalg.norm(noise, axis=1)
@@ -272,9 +307,42 @@ def _report_channel():
             else:
                 sample = noise.ravel()
                 p_first = stats.kstest(noise[:, 0], law).pvalue
-            p = stats.kstest(sample, law).pvalue
-            print(f"| {kind} | {refused:,} | {p:.3g} | {p_first:.3g} |",
-                  flush=True)
+            rows[kind] = (refused, float(stats.kstest(sample, law).pvalue),
+                          float(p_first))
+    return found
+
+
+def _report_noise_table():
+    """--noise_table: the noise laws of --baseline_commit's phone models
+    (before) and today's (now), side by side, written as the docs'
+    result --noise_table (refused, KS p of each law per buffer kind)."""
+    import numpy as np
+
+    from tfdptext.models import secure
+
+    laws = {}
+    for when, module in (("before", _baseline_modules()["secure"]),
+                         ("now", secure)):
+        laws[when] = list(_noise_laws(module, np.random.default_rng(0))
+                          .items())
+    columns, cells = ["buffer"], {kind: [kind] for kind in CHANNEL_KINDS}
+    for index, label in enumerate(("Laplace", "d_chi")):
+        for when in ("before", "now"):
+            name, rows = laws[when][index]
+            columns.append(f"{label} {when}: refused, KS p")
+            for kind, (refused, p, _) in rows.items():
+                cells[kind].append(
+                    f"{refused:,}, " + ("-" if p is None else f"{p:.3g}"))
+    table = {"columns": columns, "rows": list(cells.values())}
+    print("\n".join("| " + " | ".join(r) + " |"
+                    for r in [columns, *table["rows"]]))
+    host.write_json(None, {
+        "noise_draws": FLAGS.noise_draws,
+        "baseline_commit": FLAGS.baseline_commit,
+        "laws": {when: {name: {kind: dict(zip(
+            ("refused", "ks_p", "first_p"), v)) for kind, v in rows.items()}
+            for name, rows in found} for when, found in laws.items()}},
+        name=FLAGS.noise_table, table=table)
 
 
 # ---------------------------------------------------------------------------
@@ -657,6 +725,7 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
     reports = [(flag, report) for flag, report in (
         ("false_alarms", _report_false_alarms), ("channel", _report_channel),
+        ("noise_table", _report_noise_table),
         ("cost", _report_cost), ("candidates", _report_candidates))
         if FLAGS[flag].value]
     # What it prints (its tables) is kept as a provenance record,
