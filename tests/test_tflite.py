@@ -1,5 +1,6 @@
 """Every layer converts to TFLite with builtins only and unseeded noise."""
 
+import contextlib
 import subprocess
 import sys
 
@@ -269,3 +270,56 @@ def test_convert_walks_for_lookup_tables_only_when_needed(converted,
     for bad in ("yes", [], [model, "x"]):
         with pytest.raises(ValueError, match="`track` must be"):
             export.convert(model, track=bad)
+
+
+def test_conversion_collects_only_its_own_garbage():
+    """The converter's full collection runs with the objects made before
+    the conversion frozen (`_older_objects_frozen`), for the same bytes as
+    without; the freeze is undone afterwards, and a process that froze
+    objects itself keeps its own freeze."""
+    import gc
+
+    # A test process may have frozen its imports: tested unfrozen, frozen
+    # again afterwards.
+    frozen_before = gc.get_freeze_count()
+    gc.unfreeze()
+    try:
+        _check_converter_freeze()
+    finally:
+        if frozen_before:
+            gc.freeze()
+
+
+def _check_converter_freeze():
+    import gc
+
+    model = _models()["laplace"]
+    with tflite._saved_model_dir(None) as saved, \
+            pytest.MonkeyPatch.context() as patch:
+        tflite._write_traced_once({"serving_default": model}, None, saved)
+
+        def convert():
+            return tflite._convert_saved_model(
+                saved, ["serving_default"], quantize=False,
+                builtins_only=True, custom_ops=False)
+
+        counts = []
+        collect = gc.collect
+        patch.setattr(gc, "collect", lambda *args: counts.append(
+            gc.get_freeze_count()) or collect(*args))
+        frozen = convert()
+        assert counts and all(count > 0 for count in counts)
+        assert gc.get_freeze_count() == 0
+        patch.setattr(tflite, "_older_objects_frozen",
+                      contextlib.nullcontext)
+        counts.clear()
+        assert frozen == convert()
+        assert counts and all(count == 0 for count in counts)
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        with tflite._older_objects_frozen():
+            made = [object()]
+        assert gc.get_freeze_count() == before and made
+    finally:
+        gc.unfreeze()

@@ -14,6 +14,7 @@ endpoint traced once instead of twice (`_write_traced_once`: the same
 
 import contextlib
 import dataclasses
+import gc
 import os
 import tempfile
 
@@ -262,11 +263,35 @@ def _convert_saved_model(saved, keys, *, quantize, builtins_only,
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.allow_custom_ops = custom_ops
     try:
-        return converter.convert()
+        with _older_objects_frozen():
+            return converter.convert()
     except Exception as err:  # The converter raises several types.
         raise ConversionError(
             f"TFLite conversion with builtins only failed: {err}"
         ) from err
+
+
+@contextlib.contextmanager
+def _older_objects_frozen():
+    """Within it, the garbage collector leaves the objects that existed
+    before it alone (`gc.freeze`; unfrozen afterwards, and collected as
+    before from then on).
+
+    The converter runs a full `gc.collect()` to free the SavedModel it
+    loaded: in a process holding TensorFlow, Keras and a few models that
+    full collection walks every object there is (half a CPU-second in a
+    fresh process, more in one that has trained), while what it frees was
+    made during the conversion. The .tflite does not depend on it (the
+    same bytes: tests/test_tflite.py). A process that froze objects
+    itself (a forking server's children) is left as it is."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def operators(tflite_bytes):
