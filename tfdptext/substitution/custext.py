@@ -72,6 +72,10 @@ def _output_sets(embeddings, candidate_ids, top_k):
     table = np.asarray(embeddings, np.float32)[ids]
     norms = np.sum(table.astype(np.float64) ** 2, axis=1)
     free = np.ones(len(ids), bool)
+    # The ids already mapped, and how many are left: kept up to date
+    # instead of recomputed from `free` at every step.
+    taken = np.zeros(len(ids), bool)
+    left = len(ids)
     groups = []
     group_of = {}
     for position in range(len(ids)):
@@ -80,12 +84,14 @@ def _output_sets(embeddings, candidate_ids, top_k):
         x = table[position].astype(np.float64)
         squared = norms - 2.0 * (table @ table[position]).astype(np.float64) \
             + x @ x
-        squared[~free] = np.inf
+        np.putmask(squared, taken, np.inf)
         squared[position] = -1.0  # itself first
-        count = min(top_k, int(free.sum()))
+        count = min(top_k, left)
         members = np.argpartition(squared, count - 1)[:count]
         members = members[np.argsort(squared[members], kind="stable")]
         free[members] = False
+        taken[members] = True
+        left -= count
         groups.append(ids[members])
         for member in ids[members]:
             group_of[int(member)] = len(groups) - 1
