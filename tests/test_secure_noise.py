@@ -17,6 +17,7 @@ from tfdptext import models
 from tfdptext import offline
 from tfdptext import privacy
 from tfdptext.audit import word_generators
+from tfdptext.errors import ArgumentError
 from tfdptext.models import secure
 from tfdptext.models import word_checks
 from tfdptext.privacy import guarantee as g_lib
@@ -95,6 +96,51 @@ def test_limits_hold_at_their_shares():
         r = ws.word_repeat_limit(n)
         assert ws.word_repeat_log_bound(n, r) <= math.log(
             ws.WORD_REPEATS_FALSE_ALARM) < ws.word_repeat_log_bound(n, r - 1)
+
+
+def test_cached_limits_and_logs_are_the_laws_own():
+    """row_limits takes its collision limits from a cache by (values per
+    block, blocks) and a law keeps its ln(probabilities): the same numbers
+    as sum_limits, log_mgf and the tilted mean computed afresh."""
+    for consumed in (2, 1552):  # one block of 128, four
+        limits = ws.row_limits(consumed)
+        for balls, fields in ((128, ("low_byte_collisions",
+                                     "high_byte_collisions")),
+                              (127, ("low_byte_step_collisions",
+                                     "high_byte_step_collisions"))):
+            fresh = ws.DiscreteLaw(ws.block_collision_law(balls).values,
+                                   ws.block_collision_law(balls)
+                                   .probabilities.copy())
+            want = ws.sum_limits(fresh, limits.blocks,
+                                 ws.COLLISION_FALSE_ALARM)
+            assert [getattr(limits, f) for f in fields] == [want, want]
+    law = ws.block_collision_law(128)
+    with np.errstate(divide="ignore"):
+        logs = np.log(law.probabilities)
+    for theta in (-2.0, 0.0, 0.3):
+        t = logs + theta * law.values
+        w = np.exp(t - t.max())
+        assert law.tilted_mean(theta) == float(np.dot(w, law.values)
+                                               / w.sum())
+        assert law.log_mgf(theta) == float(t.max() + np.log(w.sum()))
+
+
+def test_exact_despite_is_the_per_group_rule():
+    """One numpy pass: every group keeps a good position, checked group by
+    group; an out-of-range position is named (the first one)."""
+    rng = np.random.default_rng(4)
+    for consumed in (2, 3, 768):
+        lay = extraction.layout(consumed)
+        for size in (1, lay.group, lay.words // 2, lay.words - 1):
+            bad = rng.choice(lay.words, size=size, replace=False)
+            taken = set(bad.tolist())
+            want = all(any(p not in taken for p in lay.positions(j))
+                       for j in range(consumed))
+            assert extraction.exact_despite(bad, consumed) == want
+            assert extraction.exact_despite(iter(bad.tolist() * 2),
+                                            consumed) == want
+    with pytest.raises(ArgumentError, match=r"\[0, 128\), received 130"):
+        extraction.exact_despite([5, 130, -1], 2)
 
 
 def test_false_alarm_shares_sum_to_at_most_two_to_the_minus_40():

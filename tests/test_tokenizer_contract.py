@@ -136,6 +136,27 @@ def test_unicode_spaces_and_nul_split_words_and_old_runs_keep_their_ids(
         [100], [100], [11113]]
 
 
+def test_lengths_share_one_wordpiece_and_give_the_same_pieces(vocabulary):
+    """Tokenizers of one vocabulary and normalisation at several lengths
+    share the WordPiece lookup and its compiled `pieces`; other settings
+    get their own; each length packs the same pieces."""
+    tokens, _ = vocabulary
+    short, long = TextTokenizer(tokens, 16), TextTokenizer(tokens, LONG)
+    assert short._engine is not long._engine
+    assert short._engine.pieces is long._engine.pieces
+    old = TextTokenizer(tokens, 16, unicode_spaces=False)
+    assert old._engine.pieces is not short._engine.pieces
+    texts = ["Full\u00a0width", *tokenizer_vectors.hard_strings(40, seed=2)]
+    pieces = short.tokenize(texts).to_list()
+    assert long.tokenize(texts).to_list() == pieces
+    for tokenizer in (short, long):
+        ids = tokenizer(texts)["token_ids"].numpy()
+        for row, want in zip(ids, pieces):
+            kept = want[:tokenizer.max_length - 2]
+            assert row[:len(kept) + 2].tolist() == [101, *kept, 102]
+    assert old.tokenize(texts[:1]).to_list() == [[100]]
+
+
 @pytest.mark.parametrize("texts, message", [
     ("one string", r"`texts` must be a list of strings"),
     (["fine", None], r"`texts\[1\]` must be a string, received NoneType"),

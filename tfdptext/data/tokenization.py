@@ -85,12 +85,12 @@ def read_vocabulary(path):
     return tokens
 
 
-class _Engine:
-    """keras_hub's WordPieceTokenizer and StartEndPacker on their
-    TensorFlow path, compiled once (`pieces`, `packed`: string tensor of
-    rank 1 -> ragged ids, or (ids, mask)). Building one costs about 0.1 s
-    and its first call 0.6 s of tracing, so TextTokenizers of the same
-    vocabulary and settings share one (`_engine`)."""
+class _Pieces:
+    """keras_hub's WordPieceTokenizer on its TensorFlow path and `pieces`
+    (string tensor of rank 1 -> ragged ids), compiled once. They do not
+    depend on max_length: the engines of one vocabulary and normalisation
+    at several lengths share one (`_pieces_of`; building the WordPiece
+    lookup costs about 0.3 CPU-s, tracing `pieces` about 1)."""
 
     def __init__(self, tokenizer):
         import keras_hub
@@ -100,30 +100,67 @@ class _Engine:
             vocabulary=tokenizer.vocabulary, lowercase=tokenizer.lowercase,
             strip_accents=tokenizer.strip_accents, oov_token="[UNK]",
             dtype="int32", _allow_python_workflow=False)
+        self.pieces = tf.function(self.split, autograph=False,
+                                  input_signature=_SIGNATURE)
+
+    def split(self, texts):
+        if self.unicode_spaces:
+            texts = tf.strings.regex_replace(texts, UNICODE_SPACES, " ")
+        return self.wordpiece(texts)
+
+
+_SIGNATURE = [tf.TensorSpec([None], tf.string)]
+
+
+class _Engine:
+    """`pieces` (`_Pieces`) and keras_hub's StartEndPacker on their
+    TensorFlow path, compiled once (`pieces`, `packed`: string tensor of
+    rank 1 -> ragged ids, or (ids, mask)). Building one costs about 0.1 s
+    and its first call 0.6 s of tracing, so TextTokenizers of the same
+    vocabulary and settings share one (`_engine`)."""
+
+    def __init__(self, tokenizer):
+        import keras_hub
+
+        self._split = _pieces_of(tokenizer)
+        self.unicode_spaces = tokenizer.unicode_spaces
+        self.wordpiece = self._split.wordpiece
         self.packer = keras_hub.layers.StartEndPacker(
             sequence_length=tokenizer.max_length,
             start_value=tokenizer.cls_id, end_value=tokenizer.sep_id,
             pad_value=tokenizer.pad_id, return_padding_mask=True,
             _allow_python_workflow=False)
-        signature = [tf.TensorSpec([None], tf.string)]
-        self.pieces = tf.function(self._pieces, autograph=False,
-                                  input_signature=signature)
+        self.pieces = self._split.pieces
         self.packed = tf.function(self._packed, autograph=False,
-                                  input_signature=signature)
+                                  input_signature=_SIGNATURE)
 
     def _pieces(self, texts):
-        if self.unicode_spaces:
-            texts = tf.strings.regex_replace(texts, UNICODE_SPACES, " ")
-        return self.wordpiece(texts)
+        return self._split.split(texts)
 
     def _packed(self, texts):
         return self.packer(self._pieces(texts))
 
 
 # Engines by (vocabulary SHA-256, max_length, lowercase, strip_accents,
-# unicode_spaces); the oldest goes past _MAX_ENGINES.
+# unicode_spaces), and their `_Pieces` by the same without max_length; the
+# oldest goes past _MAX_ENGINES.
 _ENGINES = {}
+_PIECES = {}
 _MAX_ENGINES = 16
+
+
+def _settings_key(tokenizer):
+    return (tokenizer.vocabulary_sha256(), tokenizer.lowercase,
+            tokenizer.strip_accents, tokenizer.unicode_spaces)
+
+
+def _pieces_of(tokenizer):
+    key = _settings_key(tokenizer)
+    if key not in _PIECES:
+        if len(_PIECES) >= _MAX_ENGINES:
+            _PIECES.pop(next(iter(_PIECES)))
+        _PIECES[key] = _Pieces(tokenizer)
+    return _PIECES[key]
 
 
 def _engine(tokenizer):

@@ -237,13 +237,14 @@ def exact_despite(bad_positions, consumed):
     False
     """
     lay = layout(consumed)
-    bad = np.zeros(lay.words, bool)
-    for p in bad_positions:
-        p = int(p)
-        if not 0 <= p < lay.words:
-            raise ArgumentError(f"`bad_positions` must lie in [0, "
-                                f"{lay.words}), received {p}.")
-        bad[p] = True
+    words = lay.words
+    positions = np.fromiter(map(int, bad_positions), np.int64)
+    outside = (positions < 0) | (positions >= words)
+    if outside.any():
+        raise ArgumentError(f"`bad_positions` must lie in [0, {words}), "
+                            f"received {positions[outside.argmax()]}.")
+    bad = np.zeros(words, bool)
+    bad[positions] = True
     return bool((~bad[lay.order]).any(axis=0).all())
 
 

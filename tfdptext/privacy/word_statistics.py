@@ -334,9 +334,6 @@ def row_limits(consumed):
     """
     taken = sample(consumed)
     blocks = taken.size // BLOCK
-    values = block_collision_law(BLOCK)
-    steps = block_collision_law(BLOCK - 1)
-    share = COLLISION_FALSE_ALARM
     partners = len(taken.partners[0])
     one_sided = BITS_FALSE_ALARM / (2 * NUM_BITS)
     lag_share = BUFFER_FALSE_ALARM / (2 * 2 * NUM_BITS)
@@ -346,10 +343,10 @@ def row_limits(consumed):
     return RowLimits(
         consumed=consumed, sample=taken.size, blocks=blocks,
         bits=binomial_half_limits(taken.size, one_sided),
-        low_byte_collisions=sum_limits(values, blocks, share),
-        low_byte_step_collisions=sum_limits(steps, blocks, share),
-        high_byte_collisions=sum_limits(values, blocks, share),
-        high_byte_step_collisions=sum_limits(steps, blocks, share),
+        low_byte_collisions=_collision_limits(BLOCK, blocks),
+        low_byte_step_collisions=_collision_limits(BLOCK - 1, blocks),
+        high_byte_collisions=_collision_limits(BLOCK, blocks),
+        high_byte_step_collisions=_collision_limits(BLOCK - 1, blocks),
         partners=partners,
         partner_repeats=(None, partner_repeat_limit(partners)),
         half_sum_bits=binomial_half_limits(
@@ -362,6 +359,15 @@ def row_limits(consumed):
             consumed, BUFFER_FALSE_ALARM)),
         tile_repeats=(None, tile_repeat_limit(lay.words)),
         sampled=sampled)
+
+
+@functools.lru_cache(maxsize=16)
+def _collision_limits(balls, blocks):
+    """`sum_limits` of `blocks` blocks of `balls` values' collision
+    counts (`block_collision_law`) at COLLISION_FALSE_ALARM: the same for
+    every layout whose sample has that many blocks (1 to 4)."""
+    return sum_limits(block_collision_law(balls), blocks,
+                      COLLISION_FALSE_ALARM)
 
 
 def partner_repeat_limit(pairs, false_alarm=PARTNER_FALSE_ALARM):
@@ -452,16 +458,21 @@ class DiscreteLaw:
     def mean(self):
         return float(np.dot(self.values, self.probabilities))
 
+    @functools.cached_property
+    def log_probabilities(self):
+        """ln of `probabilities` (-inf where 0), computed once: `rate`
+        asks a law for its tilted mean about a hundred times per limit."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.probabilities)
+
     def log_mgf(self, theta):
         """ln E[exp(theta X)], computed without overflow."""
-        with np.errstate(divide="ignore"):
-            logs = np.log(self.probabilities) + theta * self.values
+        logs = self.log_probabilities + theta * self.values
         top = logs.max()
         return float(top + np.log(np.exp(logs - top).sum()))
 
     def tilted_mean(self, theta):
-        with np.errstate(divide="ignore"):
-            logs = np.log(self.probabilities) + theta * self.values
+        logs = self.log_probabilities + theta * self.values
         weights = np.exp(logs - logs.max())
         return float(np.dot(weights, self.values) / weights.sum())
 

@@ -72,6 +72,10 @@ def _output_sets(embeddings, candidate_ids, top_k):
     table = np.asarray(embeddings, np.float32)[ids]
     norms = np.sum(table.astype(np.float64) ** 2, axis=1)
     free = np.ones(len(ids), bool)
+    # The ids already mapped, and how many are left: kept up to date
+    # instead of recomputed from `free` at every step.
+    taken = np.zeros(len(ids), bool)
+    left = len(ids)
     groups = []
     group_of = {}
     for position in range(len(ids)):
@@ -80,12 +84,14 @@ def _output_sets(embeddings, candidate_ids, top_k):
         x = table[position].astype(np.float64)
         squared = norms - 2.0 * (table @ table[position]).astype(np.float64) \
             + x @ x
-        squared[~free] = np.inf
+        np.putmask(squared, taken, np.inf)
         squared[position] = -1.0  # itself first
-        count = min(top_k, int(free.sum()))
+        count = min(top_k, left)
         members = np.argpartition(squared, count - 1)[:count]
         members = members[np.argsort(squared[members], kind="stable")]
         free[members] = False
+        taken[members] = True
+        left -= count
         groups.append(ids[members])
         for member in ids[members]:
             group_of[int(member)] = len(groups) - 1
@@ -145,7 +151,16 @@ def tables(embeddings, special_token_ids, top_k, epsilon):
     inputs = [list(group) for group in groups]  # the words drawing from it
     for word, nearest in nearest_of.items():
         inputs[group_of[nearest]].append(word)
-    for group, words in zip(groups, inputs):
+    # Full sets drawn from by their members only: many at once (the same
+    # float64 operations row by row, `_full_sets`); the others one by one.
+    full = [g for g, group in enumerate(groups)
+            if len(group) == top_k and len(inputs[g]) == top_k]
+    _full_sets(table, np.asarray([groups[g] for g in full], np.int64)
+               .reshape(-1, top_k), epsilon, members, thresholds)
+    done = set(full)
+    for g, (group, words) in enumerate(zip(groups, inputs)):
+        if g in done:
+            continue
         words = np.asarray(words, np.int64)
         counts = _integer_counts_rows(
             _probability_rows(table, words, group, epsilon))
@@ -155,17 +170,41 @@ def tables(embeddings, special_token_ids, top_k, epsilon):
     return members, thresholds, groups
 
 
+def _full_sets(table, sets, epsilon, members, thresholds,
+               size=1 << 22):
+    """Fills `members` and `thresholds` for the output sets of `sets`
+    ((n, K) ids, each set drawn from by its own K members only), about
+    `size` float64 differences at a time: each row's distances are those
+    `_probability_rows` computes (a norm over the same contiguous axis),
+    and every later operation is the same, row by row."""
+    top_k = sets.shape[1]
+    step = max(1, size // (top_k * top_k * table.shape[1]))
+    for start in range(0, len(sets), step):
+        part = sets[start:start + step]
+        rows = table[part]
+        d = np.linalg.norm(rows[:, None] - rows[:, :, None], axis=3)
+        counts = _integer_counts_rows(_distance_probabilities(
+            d.reshape(-1, top_k), epsilon)).reshape(d.shape)
+        members[part] = part[:, None, :]
+        thresholds[part] = np.cumsum(counts, axis=2)[..., :-1]
+
+
 def _probability_rows(table, words, members, epsilon):
     """`probabilities` of each of `words` (one row each), the same float64
     operations row by row, in one pass per output set."""
     d = np.linalg.norm(table[members][None] - table[words][:, None], axis=2)
+    return _distance_probabilities(d, epsilon)
+
+
+def _distance_probabilities(d, epsilon):
+    """The rows of `_probability_rows` from their distances (n, K)."""
     low = d.min(axis=1, keepdims=True)
     spread = d.max(axis=1, keepdims=True) - low
     flat = spread[:, 0] == 0.0
     u = -(d - low) / np.where(spread == 0.0, 1.0, spread)
     w = np.exp(0.5 * epsilon * (u - u.max(axis=1, keepdims=True)))
     probs = w / w.sum(axis=1, keepdims=True)
-    probs[flat] = 1.0 / len(members)
+    probs[flat] = 1.0 / d.shape[1]
     return probs
 
 
