@@ -12,19 +12,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # the thread count; programs the tests run inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import gc
-
 import pytest
 
 SHARED_DATA = os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
-
-
-def pytest_collection_finish(session):
-    """The test modules are imported (TensorFlow, Keras, keras-hub with
-    them): those objects live to the end, so they are frozen out of every
-    later garbage collection (each full one walked them all)."""
-    gc.freeze()
 
 
 @pytest.fixture(autouse=True)

@@ -30,7 +30,6 @@ inherit in use.
 """
 
 import atexit
-import gc
 import json
 import os
 import subprocess
@@ -380,10 +379,6 @@ def serve():
     sys.path[:] = [p for p in sys.path
                    if p not in ("", os.path.dirname(__file__))]
     sys.path.insert(0, "")  # each child sets its own sys.path[0]
-    # The imported stack is the children's, never garbage: frozen, their
-    # collections (TF's converter runs full ones) skip it and leave its
-    # pages shared with this process instead of copying them.
-    gc.freeze()
     print("ready", file=answers, flush=True)
     _serve_loop(answers)
 
