@@ -64,15 +64,19 @@ def test_the_build_reads_no_batch():
 
 def _two_output_model(seed):
     """Mode adv's shape: a functional model with a dict of outputs,
-    compiled with a loss and accuracy per output."""
-    keras.utils.set_random_seed(seed)
-    inputs = {"a": keras.Input((4,), name="a"),
-              "b": keras.Input((2,), name="b")}
-    hidden = keras.layers.Dense(5, name="hidden")(
-        keras.layers.Concatenate()([inputs["a"], inputs["b"]]))
-    outputs = {"label": keras.layers.Dense(3, name="label")(hidden),
-               "adv": keras.layers.Dense(2, name="adv")(hidden)}
-    model = keras.Model(inputs, outputs)
+    compiled with a loss and accuracy per output. Its weights are seeded
+    in a scope: no global seed is left for the tests that follow in this
+    process (an exported noise op would take it)."""
+    from tfdptext import seeding
+
+    with seeding.scoped_seed(seed):
+        inputs = {"a": keras.Input((4,), name="a"),
+                  "b": keras.Input((2,), name="b")}
+        hidden = keras.layers.Dense(5, name="hidden")(
+            keras.layers.Concatenate()([inputs["a"], inputs["b"]]))
+        outputs = {"label": keras.layers.Dense(3, name="label")(hidden),
+                   "adv": keras.layers.Dense(2, name="adv")(hidden)}
+        model = keras.Model(inputs, outputs)
     model.compile(optimizer=keras.optimizers.AdamW(1e-2),
                   loss={name: keras.losses.SparseCategoricalCrossentropy(
                       from_logits=True) for name in outputs},
