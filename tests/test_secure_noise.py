@@ -92,6 +92,10 @@ def test_limits_hold_at_their_shares():
         assert math.comb(pairs, r) * 2.0**(-32 * r) <= \
             ws.PARTNER_FALSE_ALARM < math.comb(pairs, r - 1) * 2.0**(
                 -32 * (r - 1))
+    # One pair: no count is rare enough, so the limit is one past it.
+    assert ws.partner_repeat_limit(1, ws.BUFFER_FALSE_ALARM) == 2
+    limits = ws.row_limits(1)  # a mechanism that reads one word
+    assert limits.consumed_zeros == (None, 2)
     for n in (128, 512, 1024):
         r = ws.word_repeat_limit(n)
         assert ws.word_repeat_log_bound(n, r) <= math.log(

@@ -374,15 +374,22 @@ def partner_repeat_limit(pairs, false_alarm=PARTNER_FALSE_ALARM):
     """The fewest of `pairs` independent pairs of good words found equal
     that fail: the smallest r with C(pairs, r) 2^(-32 r) <= false_alarm.
 
+    Where no r <= pairs is rare enough (one pair: 2^-32 is above every
+    false-alarm budget here), C(pairs, r) = 0 makes it pairs + 1: a count
+    the check can never reach.
+
     Example:
     >>> partner_repeat_limit(256), partner_repeat_limit(10**6)
     (2, 4)
+    >>> partner_repeat_limit(1, 2.0**-40)
+    2
     """
     pairs = validation.check_int("pairs", pairs, minimum=1)
     _check_false_alarm(false_alarm)
     r = 1
-    while (math.lgamma(pairs + 1) - math.lgamma(r + 1)
-           - math.lgamma(pairs - r + 1) - 32 * r * math.log(2.0)) \
+    while r <= pairs and (
+            math.lgamma(pairs + 1) - math.lgamma(r + 1)
+            - math.lgamma(pairs - r + 1) - 32 * r * math.log(2.0)) \
             > math.log(false_alarm):
         r += 1
     return r
