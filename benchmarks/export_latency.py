@@ -358,7 +358,8 @@ def main(argv):
     from tfdptext import models
 
     # What it prints (its tables) is kept as a provenance record,
-    # benchmarks/results/export_latency[_lengths].json.
+    # benchmarks/results/export_latency_lengths.json or
+    # export_latency_<max_length>.json.
     if FLAGS.lengths:
         lengths = sorted({int(n) for n in FLAGS.lengths} |
                          {FLAGS.max_length})
@@ -366,7 +367,7 @@ def main(argv):
                             table_names=FLAGS.table_names):
             lengths_benchmark(lengths)
         return
-    with host.recording(name="export_latency",
+    with host.recording(name=f"export_latency_{FLAGS.max_length}",
                         table_names=FLAGS.table_names):
         features = models.load_tokenizer(max_length=FLAGS.max_length)(
             [TEXT])
