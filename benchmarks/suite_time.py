@@ -24,6 +24,12 @@ from benchmarks import machine  # noqa: E402
 FLAGS = flags.FLAGS
 flags.DEFINE_string("log", None, "Read this saved output of "
                     "`/usr/bin/time -v make test` instead of running it.")
+flags.DEFINE_string("name", "suite_time", "The result's name: suite_time is "
+                    "the README's figure; another name keeps a comparison "
+                    "run beside it.")
+flags.DEFINE_string("tested_commit", None, "The commit whose tests the "
+                    "logged run ran, where it is not this checkout's (a "
+                    "run of an older commit in another worktree).")
 flags.DEFINE_string("note", None, "How the logged run differed from a plain "
                     "`make test`, if it did (e.g. a profiling plugin given "
                     "through PYTEST_ADDOPTS); recorded beside the result.")
@@ -68,8 +74,10 @@ def main(argv):
     result = {"command": "/usr/bin/time -v make test", **parse(text)}
     if FLAGS.note:
         result["note"] = FLAGS.note
+    if FLAGS.tested_commit:
+        result["tested_commit"] = FLAGS.tested_commit
     print(result)
-    machine.write_json(None, result, name="suite_time")
+    machine.write_json(None, result, name=FLAGS.name)
 
 
 if __name__ == "__main__":
