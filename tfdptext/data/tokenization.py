@@ -89,7 +89,7 @@ class _Pieces:
     """keras_hub's WordPieceTokenizer on its TensorFlow path and `pieces`
     (string tensor of rank 1 -> ragged ids), compiled once. They do not
     depend on max_length: the engines of one vocabulary and normalisation
-    at several lengths share one (`_pieces_of`; building the WordPiece
+    at several lengths share one (`_Engine`; building the WordPiece
     lookup costs about 0.3 CPU-s, tracing `pieces` about 1)."""
 
     def __init__(self, tokenizer):
@@ -122,9 +122,8 @@ class _Engine:
     def __init__(self, tokenizer):
         import keras_hub
 
-        self._split = _pieces_of(tokenizer)
-        self.unicode_spaces = tokenizer.unicode_spaces
-        self.wordpiece = self._split.wordpiece
+        self._split = _cached(_PIECES, _settings_key(tokenizer),
+                              lambda: _Pieces(tokenizer))
         self.packer = keras_hub.layers.StartEndPacker(
             sequence_length=tokenizer.max_length,
             start_value=tokenizer.cls_id, end_value=tokenizer.sep_id,
@@ -134,15 +133,12 @@ class _Engine:
         self.packed = tf.function(self._packed, autograph=False,
                                   input_signature=_SIGNATURE)
 
-    def _pieces(self, texts):
-        return self._split.split(texts)
-
     def _packed(self, texts):
-        return self.packer(self._pieces(texts))
+        return self.packer(self._split.split(texts))
 
 
-# Engines by (vocabulary SHA-256, max_length, lowercase, strip_accents,
-# unicode_spaces), and their `_Pieces` by the same without max_length; the
+# Engines by (vocabulary SHA-256, lowercase, strip_accents, unicode_spaces,
+# max_length), and their `_Pieces` by the same without max_length; the
 # oldest goes past _MAX_ENGINES.
 _ENGINES = {}
 _PIECES = {}
@@ -154,24 +150,19 @@ def _settings_key(tokenizer):
             tokenizer.strip_accents, tokenizer.unicode_spaces)
 
 
-def _pieces_of(tokenizer):
-    key = _settings_key(tokenizer)
-    if key not in _PIECES:
-        if len(_PIECES) >= _MAX_ENGINES:
-            _PIECES.pop(next(iter(_PIECES)))
-        _PIECES[key] = _Pieces(tokenizer)
-    return _PIECES[key]
+def _cached(cache, key, build):
+    """cache[key], built first if missing (the oldest entry dropped past
+    _MAX_ENGINES)."""
+    if key not in cache:
+        if len(cache) >= _MAX_ENGINES:
+            cache.pop(next(iter(cache)))
+        cache[key] = build()
+    return cache[key]
 
 
 def _engine(tokenizer):
-    key = (tokenizer.vocabulary_sha256(), tokenizer.max_length,
-           tokenizer.lowercase, tokenizer.strip_accents,
-           tokenizer.unicode_spaces)
-    if key not in _ENGINES:
-        if len(_ENGINES) >= _MAX_ENGINES:
-            _ENGINES.pop(next(iter(_ENGINES)))
-        _ENGINES[key] = _Engine(tokenizer)
-    return _ENGINES[key]
+    key = _settings_key(tokenizer) + (tokenizer.max_length,)
+    return _cached(_ENGINES, key, lambda: _Engine(tokenizer))
 
 
 class TextTokenizer:
