@@ -71,15 +71,14 @@ def _output_sets(embeddings, candidate_ids, top_k):
     ids = np.asarray(candidate_ids, np.int64)
     table = np.asarray(embeddings, np.float32)[ids]
     norms = np.sum(table.astype(np.float64) ** 2, axis=1)
-    free = np.ones(len(ids), bool)
     # The ids already mapped, and how many are left: kept up to date
-    # instead of recomputed from `free` at every step.
+    # instead of recomputed at every step.
     taken = np.zeros(len(ids), bool)
     left = len(ids)
     groups = []
     group_of = {}
     for position in range(len(ids)):
-        if not free[position]:
+        if taken[position]:
             continue
         x = table[position].astype(np.float64)
         squared = norms - 2.0 * (table @ table[position]).astype(np.float64) \
@@ -89,7 +88,6 @@ def _output_sets(embeddings, candidate_ids, top_k):
         count = min(top_k, left)
         members = np.argpartition(squared, count - 1)[:count]
         members = members[np.argsort(squared[members], kind="stable")]
-        free[members] = False
         taken[members] = True
         left -= count
         groups.append(ids[members])
